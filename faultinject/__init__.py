@@ -1,0 +1,1 @@
+"""Fault injection: a simulated disk and crashable owner behind the core seams."""

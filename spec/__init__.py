@@ -1,0 +1,1 @@
+"""Executable specification (pure: no os, no clock, no randomness)."""

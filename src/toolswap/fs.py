@@ -1,0 +1,255 @@
+"""The file-system seam: the only module that touches durable storage.
+
+Every exclusive create, write, fsync, directory fsync, rename, unlink, lstat,
+flock and ftruncate of toolswap goes through a :class:`FileSystem`.  The core
+receives one as a parameter (default :data:`REAL_FS`), so the fault-injection
+layer can substitute a simulated disk that loses whatever was not synced, and
+name every persistence point through :meth:`FileSystem.crash_point`.
+
+Handles are plain integers.  For the real seam they are OS file descriptors;
+a simulated disk hands out its own.  Callers never pass them to ``os``.
+
+Durability rules the callers rely on (and the simulated disk enforces):
+
+1. Data written to a file is durable only after :meth:`fsync` of that handle.
+2. A created, renamed or unlinked directory entry is durable only after
+   :meth:`fsync_dir` of the directory that holds it.
+3. :meth:`create_exclusive` never replaces an existing entry (``O_EXCL``), and
+   no open follows a symlink in its last component (``O_NOFOLLOW``).
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import stat
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Protocol, runtime_checkable
+
+import attrs
+
+__all__ = ["FileFacts", "FileSystem", "OsFileSystem", "REAL_FS", "locked"]
+
+
+@attrs.frozen(kw_only=True)
+class FileFacts:
+    """What ``lstat``/``fstat`` says about one entry, frozen for comparison."""
+
+    size: int
+    mtime_ns: int
+    ctime_ns: int
+    device: int
+    inode: int
+    uid: int
+    mode: int
+
+    @property
+    def is_regular(self) -> bool:
+        return stat.S_ISREG(self.mode)
+
+    @property
+    def is_symlink(self) -> bool:
+        return stat.S_ISLNK(self.mode)
+
+    @property
+    def is_dir(self) -> bool:
+        return stat.S_ISDIR(self.mode)
+
+    @property
+    def identity(self) -> tuple[int, int, int, int, int]:
+        """Changes whenever the file is replaced or its bytes may have changed."""
+        return (self.device, self.inode, self.size, self.mtime_ns, self.ctime_ns)
+
+
+@runtime_checkable
+class FileSystem(Protocol):
+    """Storage operations of the core; see the module rules for durability."""
+
+    def create_exclusive(self, path: str, mode: int = 0o600) -> int:
+        """Create ``path`` (which must not exist) for writing; FileExistsError if it does."""
+
+    def open_append(self, path: str, mode: int = 0o600) -> int:
+        """Open ``path`` for appending, creating it if missing; never through a symlink."""
+
+    def open_read(self, path: str) -> int:
+        """Open an existing ``path`` read-only; never through a symlink."""
+
+    def open_lock(self, path: str) -> int:
+        """Open (creating) a lock file; the handle is only for :meth:`flock`."""
+
+    def write(self, handle: int, data: bytes) -> None:
+        """Write all of ``data`` at the handle's position (or the end, for append)."""
+
+    def read(self, handle: int, size: int) -> bytes:
+        """Read up to ``size`` bytes at the handle's position."""
+
+    def pread(self, handle: int, size: int, offset: int) -> bytes:
+        """Read up to ``size`` bytes at ``offset`` without moving the position."""
+
+    def fsync(self, handle: int) -> None:
+        """Make the handle's data durable."""
+
+    def fsync_dir(self, path: str) -> None:
+        """Make the directory's entries (creates, renames, unlinks) durable."""
+
+    def ftruncate(self, handle: int, size: int) -> None:
+        """Cut the file to ``size`` bytes."""
+
+    def flock(self, handle: int, *, exclusive: bool = True) -> None:
+        """Block until the advisory lock is held."""
+
+    def funlock(self, handle: int) -> None:
+        """Release the advisory lock."""
+
+    def close(self, handle: int) -> None:
+        """Close the handle."""
+
+    def fstat(self, handle: int) -> FileFacts:
+        """Facts about an open handle."""
+
+    def lstat(self, path: str) -> FileFacts:
+        """Facts about an entry, not following a symlink; FileNotFoundError if absent."""
+
+    def rename(self, source: str, target: str) -> None:
+        """Atomically rename within one directory."""
+
+    def unlink(self, path: str) -> None:
+        """Remove one directory entry (never a directory, never recursively)."""
+
+    def listdir(self, path: str) -> list[str]:
+        """Names in a directory, sorted."""
+
+    def makedirs(self, path: str) -> None:
+        """Create ``path`` and missing parents (mode 0700), syncing each new entry."""
+
+    def current_uid(self) -> int:
+        """The uid that owns files this process creates."""
+
+    def crash_point(self, name: str) -> None:
+        """A named protocol boundary; no-op on a real disk, a possible crash when simulated."""
+
+
+class OsFileSystem:
+    """The real seam, on the operating system's calls."""
+
+    _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+    _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+
+    def create_exclusive(self, path: str, mode: int = 0o600) -> int:
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | self._NOFOLLOW | self._CLOEXEC
+        return os.open(path, flags, mode)
+
+    def open_append(self, path: str, mode: int = 0o600) -> int:
+        flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | self._NOFOLLOW | self._CLOEXEC
+        return os.open(path, flags, mode)
+
+    def open_read(self, path: str) -> int:
+        return os.open(path, os.O_RDONLY | self._NOFOLLOW | self._CLOEXEC)
+
+    def open_lock(self, path: str) -> int:
+        return os.open(path, os.O_RDWR | os.O_CREAT | self._NOFOLLOW | self._CLOEXEC, 0o600)
+
+    def write(self, handle: int, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            written = os.write(handle, view)
+            if written <= 0:  # pragma: no cover - the kernel reports errors as OSError
+                raise OSError(errno.EIO, "short write")
+            view = view[written:]
+
+    def read(self, handle: int, size: int) -> bytes:
+        return os.read(handle, size)
+
+    def pread(self, handle: int, size: int, offset: int) -> bytes:
+        return os.pread(handle, size, offset)
+
+    def fsync(self, handle: int) -> None:
+        os.fsync(handle)
+
+    def fsync_dir(self, path: str) -> None:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | self._CLOEXEC)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def ftruncate(self, handle: int, size: int) -> None:
+        os.ftruncate(handle, size)
+
+    def flock(self, handle: int, *, exclusive: bool = True) -> None:
+        fcntl.flock(handle, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+
+    def funlock(self, handle: int) -> None:
+        fcntl.flock(handle, fcntl.LOCK_UN)
+
+    def close(self, handle: int) -> None:
+        os.close(handle)
+
+    def fstat(self, handle: int) -> FileFacts:
+        return _facts(os.fstat(handle))
+
+    def lstat(self, path: str) -> FileFacts:
+        return _facts(os.lstat(path))
+
+    def rename(self, source: str, target: str) -> None:
+        os.rename(source, target)
+
+    def unlink(self, path: str) -> None:
+        os.unlink(path)
+
+    def listdir(self, path: str) -> list[str]:
+        return sorted(os.listdir(path))
+
+    def makedirs(self, path: str) -> None:
+        path = os.path.abspath(path)
+        missing: list[str] = []
+        probe = path
+        while not os.path.lexists(probe):
+            missing.append(probe)
+            parent = os.path.dirname(probe)
+            if parent == probe:
+                break
+            probe = parent
+        for directory in reversed(missing):
+            try:
+                os.mkdir(directory, 0o700)
+            except FileExistsError:
+                continue  # another process made it first; its parent sync covers it
+            self.fsync_dir(os.path.dirname(directory))
+
+    def current_uid(self) -> int:
+        return os.geteuid()
+
+    def crash_point(self, name: str) -> None:
+        return None
+
+
+def _facts(result: os.stat_result) -> FileFacts:
+    return FileFacts(
+        size=result.st_size,
+        mtime_ns=result.st_mtime_ns,
+        ctime_ns=result.st_ctime_ns,
+        device=result.st_dev,
+        inode=result.st_ino,
+        uid=result.st_uid,
+        mode=result.st_mode,
+    )
+
+
+REAL_FS: FileSystem = OsFileSystem()
+
+
+@contextmanager
+def locked(fs: FileSystem, lock_path: str) -> Iterator[None]:
+    """Hold the exclusive advisory lock on ``lock_path`` (threads and processes)."""
+    handle = fs.open_lock(lock_path)
+    try:
+        fs.flock(handle)
+        try:
+            yield
+        finally:
+            fs.funlock(handle)
+    finally:
+        fs.close(handle)

@@ -1,0 +1,35 @@
+"""Hypothesis profiles, registered on purpose.
+
+* ``ci``   -- derandomized, no example database, bounded examples (``CI`` set).
+* ``dev``  -- the local default: random, with the example database.
+* ``deep`` -- many more examples, for a long run before a release.
+
+``HYPOTHESIS_PROFILE`` picks one explicitly; otherwise ``CI`` selects ``ci``.
+"""
+
+from __future__ import annotations
+
+import os
+
+from hypothesis import HealthCheck, settings
+
+settings.register_profile(
+    "ci",
+    derandomize=True,
+    database=None,
+    max_examples=60,
+    deadline=None,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+settings.register_profile("dev", max_examples=100, deadline=None)
+settings.register_profile(
+    "deep",
+    max_examples=2000,
+    deadline=None,
+    stateful_step_count=100,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+
+_profile = os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "dev")
+settings.load_profile(_profile)
