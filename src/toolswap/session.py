@@ -1,0 +1,79 @@
+"""Where a session keeps its evidence, and the one lock that serializes it.
+
+A session folder holds::
+
+    <session_dir>/
+        tool-results/tool_result_NNN.txt   artifacts (immutable once written)
+        retention-leases.jsonl             the lease journal
+        .session.lock                      the flock taken by prepare and cleanup apply
+
+The session id defaults to the folder's name and must be a valid session id.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import attrs
+
+from .domain import is_artifact_filename, parse_source_id, validate_session_id
+from .errors import InvalidSourceId
+from .fs import REAL_FS, FileSystem, locked
+
+__all__ = ["SessionPaths", "TOOL_RESULTS", "JOURNAL_NAME", "LOCK_NAME", "DEFAULT_SESSION_ENV"]
+
+TOOL_RESULTS = "tool-results"
+JOURNAL_NAME = "retention-leases.jsonl"
+LOCK_NAME = ".session.lock"
+DEFAULT_SESSION_ENV = "TOOLSWAP_SESSION_DIR"
+
+
+@attrs.frozen(kw_only=True)
+class SessionPaths:
+    """The trusted paths of one session; the only source of artifact paths (S7)."""
+
+    root: str
+    session_id: str
+
+    @classmethod
+    def at(cls, session_dir: str | os.PathLike[str], session_id: str | None = None) -> SessionPaths:
+        root = os.path.abspath(os.fspath(session_dir))
+        sid = session_id if session_id is not None else os.path.basename(root)
+        return cls(root=root, session_id=validate_session_id(sid))
+
+    @property
+    def tool_results(self) -> str:
+        return os.path.join(self.root, TOOL_RESULTS)
+
+    @property
+    def journal(self) -> str:
+        return os.path.join(self.root, JOURNAL_NAME)
+
+    @property
+    def lock(self) -> str:
+        return os.path.join(self.root, LOCK_NAME)
+
+    def artifact_path(self, filename: str) -> str:
+        """The path of one artifact name; refuses anything but ``tool_result_NNN.txt``."""
+        if not is_artifact_filename(filename):
+            raise InvalidSourceId(f"not an artifact file name: {filename!r}")
+        return os.path.join(self.tool_results, filename)
+
+    def path_for_source(self, source_id: str) -> str:
+        """Derive the path from a source id of *this* session, never from a stored path."""
+        parsed = parse_source_id(source_id)
+        if parsed.session_id != self.session_id:
+            raise InvalidSourceId(
+                f"source id {source_id!r} belongs to session {parsed.session_id!r}, "
+                f"not {self.session_id!r}"
+            )
+        return self.artifact_path(parsed.filename)
+
+    @contextmanager
+    def session_lock(self, fs: FileSystem = REAL_FS) -> Iterator[None]:
+        """Hold the session's exclusive lock (threads and processes alike)."""
+        fs.makedirs(self.root)
+        with locked(fs, self.lock):
+            yield
