@@ -1,0 +1,38 @@
+"""Helpers shared by the sub-commands."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any
+
+from ..session import DEFAULT_SESSION_ENV
+
+__all__ = ["add_session_argument", "add_json_argument", "session_dir", "print_json"]
+
+DEFAULT_SESSION_DIR = os.path.join(".toolswap", "default")
+
+
+def add_session_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--session",
+        metavar="DIR",
+        default=None,
+        help=f"session folder (default: ${DEFAULT_SESSION_ENV} or {DEFAULT_SESSION_DIR})",
+    )
+
+
+def add_json_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print one JSON document")
+
+
+def session_dir(args: argparse.Namespace) -> str:
+    chosen: str | None = getattr(args, "session", None)
+    return chosen or os.environ.get(DEFAULT_SESSION_ENV) or DEFAULT_SESSION_DIR
+
+
+def print_json(document: Any) -> None:
+    json.dump(document, sys.stdout, indent=2, sort_keys=True, ensure_ascii=False)
+    sys.stdout.write("\n")
