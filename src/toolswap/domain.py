@@ -99,9 +99,7 @@ def parse_source_id(source_id: object) -> SourceId:
     _, session_id, filename, prefix = parts
     validate_session_id(session_id)
     if not _FILENAME_RE.fullmatch(filename):
-        raise InvalidSourceId(
-            f"invalid source id {source_id!r}: file must be tool_result_NNN.txt"
-        )
+        raise InvalidSourceId(f"invalid source id {source_id!r}: file must be tool_result_NNN.txt")
     if not _PREFIX_RE.fullmatch(prefix):
         raise InvalidSourceId(f"invalid source id {source_id!r}: digest must be 12 lowercase hex")
     return SourceId(session_id=session_id, filename=filename, digest_prefix=prefix)
@@ -214,7 +212,10 @@ class ArtifactMemoryReference:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ArtifactMemoryReference:
         _fields(
-            data, cls, {"summary", "artifact_path", "content_sha256", "source_tool", "source"}, set()
+            data,
+            cls,
+            {"summary", "artifact_path", "content_sha256", "source_tool", "source"},
+            set(),
         )
         return cls(
             summary=data["summary"],
@@ -303,7 +304,9 @@ class ArtifactRetentionClaim:
             or not isinstance(self.retain_until, int | float)
             or not math.isfinite(self.retain_until)
         ):
-            raise UsageError(f"retain_until must be a finite number or None, got {self.retain_until!r}")
+            raise UsageError(
+                f"retain_until must be a finite number or None, got {self.retain_until!r}"
+            )
 
     @property
     def parsed(self) -> SourceId:
