@@ -18,7 +18,7 @@ import attrs
 __all__ = ["LineIndex", "LineIndexBuilder", "DEFAULT_STRIDE"]
 
 DEFAULT_STRIDE = 256 * 1024
-_BLOCK = 1024 * 1024
+_BLOCK = 64 * 1024
 
 # pread(size, offset) -> bytes; the seam's pread bound to one open handle.
 Reader = Callable[[int, int], bytes]

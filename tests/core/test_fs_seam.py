@@ -1,0 +1,92 @@
+"""The file-system seam is the only place that touches durable storage."""
+
+from __future__ import annotations
+
+import ast
+import os
+import pathlib
+import threading
+import time
+
+from toolswap.fs import REAL_FS, FileSystem, OsFileSystem, locked
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+SEAM = ROOT / "src" / "toolswap" / "fs.py"
+# os/fcntl calls that create, change, sync or inspect durable state.
+STORAGE_CALLS = {
+    "open", "write", "fsync", "fdatasync", "rename", "replace", "unlink", "remove",
+    "lstat", "stat", "ftruncate", "truncate", "mkdir", "makedirs", "rmdir", "listdir",
+    "scandir", "pread", "pwrite", "flock", "lockf", "symlink", "link", "utime", "chmod",
+}
+
+
+def _storage_calls(path: pathlib.Path) -> list[str]:
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and isinstance(node.func.value, ast.Name)
+            and node.func.value.id in {"os", "fcntl", "shutil"}
+            and (node.func.attr in STORAGE_CALLS or node.func.value.id == "shutil")
+        ):
+            found.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.func.value.id}.{node.func.attr}")
+    return found
+
+
+def test_only_the_seam_module_calls_storage_operations() -> None:
+    offenders = []
+    for folder in ("src/toolswap", "spec", "faultinject"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            if path != SEAM:
+                offenders += _storage_calls(path)
+    assert offenders == []
+
+
+def test_the_real_seam_satisfies_the_protocol() -> None:
+    assert isinstance(REAL_FS, FileSystem)
+
+
+def test_create_exclusive_never_replaces_an_existing_file(tmp_path: pathlib.Path) -> None:
+    fs = OsFileSystem()
+    target = tmp_path / "f"
+    target.write_bytes(b"keep")
+    try:
+        fs.create_exclusive(str(target))
+    except FileExistsError:
+        pass
+    else:  # pragma: no cover - the claim is broken
+        raise AssertionError("exclusive create replaced a file")
+    assert target.read_bytes() == b"keep"
+
+
+def test_open_read_refuses_to_follow_a_symlink(tmp_path: pathlib.Path) -> None:
+    (tmp_path / "secret").write_bytes(b"s")
+    os.symlink(tmp_path / "secret", tmp_path / "link")
+    try:
+        OsFileSystem().open_read(str(tmp_path / "link"))
+    except OSError:
+        return
+    raise AssertionError("open_read followed a symlink")  # pragma: no cover
+
+
+def test_locked_excludes_a_second_holder(tmp_path: pathlib.Path) -> None:
+    lock = str(tmp_path / "lock")
+    inside: list[int] = []
+    overlaps: list[int] = []
+
+    def worker() -> None:
+        for _ in range(20):
+            with locked(REAL_FS, lock):
+                inside.append(1)
+                if len(inside) > 1:
+                    overlaps.append(1)
+                time.sleep(0.0005)
+                inside.pop()
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert overlaps == []
