@@ -50,6 +50,8 @@ class HidingFS(OsFileSystem):
 def lines(count: int, *, marker_at: int | None = None, width: int = 40) -> bytes:
     out: list[Any] = []
     for i in range(count):
-        text = "ERROR: the distinctive failure" if i == marker_at else f"line {i} ".ljust(width, ".")
+        text = (
+            "ERROR: the distinctive failure" if i == marker_at else f"line {i} ".ljust(width, ".")
+        )
         out.append(text + "\n")
     return "".join(out).encode()

@@ -23,7 +23,9 @@ SID = f"artifact:sess-1:tool_result_007.txt:{DIGEST[:12]}"
 
 def _reference() -> ArtifactReference:
     return ArtifactReference(
-        source=ArtifactSource(source_id=SID, title="bash output", captured_at="2026-01-01T00:00:00"),
+        source=ArtifactSource(
+            source_id=SID, title="bash output", captured_at="2026-01-01T00:00:00"
+        ),
         path="/s/sess-1/tool-results/tool_result_007.txt",
         summary="payload (7 bytes, 1 lines)",
         source_tool="bash",
@@ -86,7 +88,9 @@ def test_invalid_source_id_is_a_value_error_for_callers() -> None:
         _reference(),
         _reference().for_memory(),
         _reference().source,
-        ArtifactRetentionClaim(source_id=SID, content_sha256=DIGEST, reference_count=2, retain_until=5.5),
+        ArtifactRetentionClaim(
+            source_id=SID, content_sha256=DIGEST, reference_count=2, retain_until=5.5
+        ),
     ],
     ids=lambda v: type(v).__name__,
 )
@@ -113,7 +117,12 @@ def test_claim_refuses_a_digest_that_disagrees_with_its_source_id() -> None:
 
 @pytest.mark.parametrize(
     "changes",
-    [{"reference_count": 0}, {"reference_count": True}, {"retain_until": float("nan")}, {"retain_until": "soon"}],
+    [
+        {"reference_count": 0},
+        {"reference_count": True},
+        {"retain_until": float("nan")},
+        {"retain_until": "soon"},
+    ],
 )
 def test_claim_refuses_invalid_counts_and_expiries(changes: dict[str, object]) -> None:
     with pytest.raises(UsageError):
@@ -121,7 +130,9 @@ def test_claim_refuses_invalid_counts_and_expiries(changes: dict[str, object]) -
 
 
 def test_claim_from_memory_reference_keeps_the_full_digest() -> None:
-    claim = ArtifactRetentionClaim.from_memory_reference(_reference().for_memory(), reference_count=3)
+    claim = ArtifactRetentionClaim.from_memory_reference(
+        _reference().for_memory(), reference_count=3
+    )
     assert (claim.source_id, claim.content_sha256, claim.reference_count) == (SID, DIGEST, 3)
 
 

@@ -14,9 +14,31 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 SEAM = ROOT / "src" / "toolswap" / "fs.py"
 # os/fcntl calls that create, change, sync or inspect durable state.
 STORAGE_CALLS = {
-    "open", "write", "fsync", "fdatasync", "rename", "replace", "unlink", "remove",
-    "lstat", "stat", "ftruncate", "truncate", "mkdir", "makedirs", "rmdir", "listdir",
-    "scandir", "pread", "pwrite", "flock", "lockf", "symlink", "link", "utime", "chmod",
+    "open",
+    "write",
+    "fsync",
+    "fdatasync",
+    "rename",
+    "replace",
+    "unlink",
+    "remove",
+    "lstat",
+    "stat",
+    "ftruncate",
+    "truncate",
+    "mkdir",
+    "makedirs",
+    "rmdir",
+    "listdir",
+    "scandir",
+    "pread",
+    "pwrite",
+    "flock",
+    "lockf",
+    "symlink",
+    "link",
+    "utime",
+    "chmod",
 }
 
 
@@ -30,7 +52,9 @@ def _storage_calls(path: pathlib.Path) -> list[str]:
             and node.func.value.id in {"os", "fcntl", "shutil"}
             and (node.func.attr in STORAGE_CALLS or node.func.value.id == "shutil")
         ):
-            found.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.func.value.id}.{node.func.attr}")
+            found.append(
+                f"{path.relative_to(ROOT)}:{node.lineno} {node.func.value.id}.{node.func.attr}"
+            )
     return found
 
 
