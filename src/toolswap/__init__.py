@@ -27,6 +27,7 @@ from .errors import (
     ToolswapError,
     UsageError,
 )
+from .externalizer import ExternalizationResult, ToolResultExternalizer
 from .fs import REAL_FS, FileFacts, FileSystem, OsFileSystem
 
 __all__ = [
@@ -39,6 +40,7 @@ __all__ = [
     "ArtifactWriteError",
     "CorruptStateError",
     "EnvironmentFailure",
+    "ExternalizationResult",
     "FileFacts",
     "FileSystem",
     "InvalidSourceId",
@@ -47,6 +49,7 @@ __all__ = [
     "OsFileSystem",
     "REAL_FS",
     "SourceId",
+    "ToolResultExternalizer",
     "ToolswapError",
     "UsageError",
     "format_source_id",
