@@ -1,0 +1,85 @@
+"""``toolswap journal verify|show``: check or list a session's lease journal."""
+
+from __future__ import annotations
+
+import argparse
+
+from ..journal import ArtifactRetentionJournal, JournalCorruptError, Recovery
+from ._common import add_json_argument, add_session_argument, print_json, session_dir
+
+__all__ = ["register"]
+
+EXIT_CORRUPT = 2
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser("journal", help="verify or show the lease journal")
+    actions = parser.add_subparsers(dest="journal_action", metavar="ACTION", required=True)
+    verify = actions.add_parser("verify", help="verify every record; exit 2 on corruption")
+    show = actions.add_parser("show", help="list transactions, claims and pending leases")
+    for sub, handler in ((verify, _verify), (show, _show)):
+        add_session_argument(sub)
+        add_json_argument(sub)
+        sub.set_defaults(handler=handler)
+
+
+def _recover(args: argparse.Namespace) -> Recovery:
+    return ArtifactRetentionJournal(session_dir(args)).recover()
+
+
+def _corrupt(args: argparse.Namespace, exc: JournalCorruptError) -> int:
+    if not args.json:
+        raise exc
+    print_json({"ok": False, "line": exc.line_number, "reason": exc.reason, "detail": exc.detail})
+    return EXIT_CORRUPT
+
+
+def _verify(args: argparse.Namespace) -> int:
+    try:
+        rec = _recover(args)
+    except JournalCorruptError as exc:
+        return _corrupt(args, exc)
+    if args.json:
+        print_json(
+            {
+                "ok": True,
+                "record_count": rec.record_count,
+                "pending": len(rec.pending_transaction_ids),
+                "torn_tail": None if rec.torn_tail is None else rec.torn_tail.to_dict(),
+            }
+        )
+        return 0
+    torn = "none" if rec.torn_tail is None else f"{rec.torn_tail.length} bytes (ignored)"
+    print(
+        f"ok: {rec.record_count} records, {len(rec.states)} transactions, "
+        f"{len(rec.pending_transaction_ids)} pending, torn tail: {torn}"
+    )
+    return 0
+
+
+def _show(args: argparse.Namespace) -> int:
+    try:
+        rec = _recover(args)
+    except JournalCorruptError as exc:
+        return _corrupt(args, exc)
+    if args.json:
+        document = rec.to_dict()
+        document["ok"] = True
+        document["transactions"] = {
+            txn: {"phase": rec.states[txn].value, **claim.to_dict()}
+            for txn, claim in rec.transactions.items()
+        }
+        print_json(document)
+        return 0
+    for txn, phase in rec.states.items():
+        claim = rec.transactions[txn]
+        until = "-" if claim.retain_until is None else repr(claim.retain_until)
+        print(
+            f"{phase.value:<9} {txn!r} {claim.source_id} refs={claim.reference_count} "
+            f"retain_until={until}"
+        )
+    print(
+        f"{rec.record_count} records, {len(rec.claims)} claimed digests, "
+        f"{len(rec.pending_transaction_ids)} pending"
+    )
+    return 0

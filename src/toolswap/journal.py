@@ -1,0 +1,872 @@
+"""The crash-safe lease journal (DESIGN sections 5 and 6).
+
+Rules
+-----
+* ``retention-leases.jsonl`` at the session root is append-only evidence (S6):
+  a verified, hash-chained prefix plus at most one torn tail.  The line format
+  lives in :mod:`toolswap.journal_format`.
+* Per transaction: ``PREPARED -> COMMITTED -> RELEASED`` or
+  ``PREPARED -> ABORTED`` (:data:`TRANSITIONS`; a missing key is an illegal
+  transition).  One terminal event per transaction, ever (S5).
+* A PREPARED lease protects its artifact with no expiry, whatever its
+  ``retain_until``, until it is reconciled.
+* Every append happens under the session lock (``SessionPaths.session_lock``),
+  so threads and processes on one host keep one unbroken chain.
+* An owner is never called while the session lock is held; reconciliation
+  takes the owner's fence first and the session lock inside it.
+
+Theory of operation
+-------------------
+The journal object keeps the folded, verified state in memory (:class:`_Fold`):
+phases, intents, the last sequence and hash, and how many bytes are verified.
+Each operation takes the session lock and *refreshes*: if the file has the same
+identity and size as after the last look, nothing is read; if it grew, only the
+new bytes are read and verified; if it was replaced, everything is verified
+again and must extend what was verified before.  So an append costs one lstat,
+one write and one fsync however long the journal is.  The constructor and
+:meth:`ArtifactRetentionJournal.recover` verify the whole file.
+
+A torn tail (a final piece with no newline) is ignored and reported; the next
+append first cuts it off (ftruncate + fsync) and only then writes.  A torn
+tail that is a complete record followed by more bytes is not a torn write (a
+write only ever loses a suffix), so it is corruption ("newline").
+
+Publication, in this order (S2, S3, S4):
+
+1. ``PREPARED``: under the lock, the artifact must exist as a regular file of
+   this session, owned by us, with the claim's full digest; append; fsync.
+2. the caller's publisher runs (no lock held);
+3. ``COMMITTED``: append; fsync.
+
+Only :class:`~toolswap.owner.ArtifactPublicationRejected` turns step 2 into
+``ABORTED`` (and is re-raised); anything else propagates and leaves PREPARED.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import threading
+import time as _time
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, TypeVar
+
+import attrs
+
+from .domain import ArtifactRetentionClaim
+from .errors import (
+    ArtifactIntegrityError,
+    ArtifactNotOwnedError,
+    EnvironmentFailure,
+    UsageError,
+)
+from .fs import REAL_FS, FileSystem
+from .journal_format import (
+    GENESIS_SHA256,
+    JournalCorruptError,
+    JournalRecord,
+    Phase,
+    build_record,
+    encode_record,
+    parse_line,
+    validate_transaction_id,
+)
+from .owner import (
+    ArtifactPublicationRejected,
+    ArtifactReferenceOwner,
+    ObservedState,
+    OwnerObservation,
+    ReconcileStatus,
+    ReconciliationReport,
+)
+from .session import SessionPaths
+
+__all__ = [
+    "ArtifactRetentionJournal",
+    "DanglingReferenceError",
+    "IllegalTransitionError",
+    "JournalCorruptError",
+    "JournalWriteError",
+    "Phase",
+    "Recovery",
+    "TRANSITIONS",
+    "TornTail",
+    "Transaction",
+    "TransactionExistsError",
+    "UnknownTransactionError",
+    "aggregate_claims",
+]
+
+T = TypeVar("T")
+
+READ_CHUNK = 1 << 20
+
+#: The transition table: phase (``None`` = no record yet) -> phases it may move to.
+TRANSITIONS: Mapping[Phase | None, frozenset[Phase]] = {
+    None: frozenset({Phase.PREPARED}),
+    Phase.PREPARED: frozenset({Phase.COMMITTED, Phase.ABORTED}),
+    Phase.COMMITTED: frozenset({Phase.RELEASED}),
+}
+
+TERMINAL_STATUS: Mapping[Phase, ReconcileStatus] = {
+    Phase.COMMITTED: ReconcileStatus.ALREADY_COMMITTED,
+    Phase.ABORTED: ReconcileStatus.ALREADY_ABORTED,
+    Phase.RELEASED: ReconcileStatus.ALREADY_RELEASED,
+}
+
+
+class TransactionExistsError(UsageError):
+    """The transaction id is already in the journal; it is never replayed.
+
+    Reconcile it against the owner (``reconcile_reference``) instead.
+    """
+
+
+class UnknownTransactionError(UsageError, KeyError):
+    """No PREPARED record names this transaction id."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class IllegalTransitionError(UsageError):
+    """The requested phase change is not in :data:`TRANSITIONS`."""
+
+
+class DanglingReferenceError(UsageError):
+    """``prepare`` refused: the artifact does not exist (never publish a dangling reference)."""
+
+
+class JournalWriteError(EnvironmentFailure):
+    """Appending to or truncating the journal failed; ``__cause__`` holds the OSError."""
+
+
+@attrs.frozen(kw_only=True)
+class Transaction:
+    """One lease transaction as of its latest record."""
+
+    transaction_id: str
+    phase: Phase
+    claim: ArtifactRetentionClaim
+    sequence: int
+    time: float
+
+
+@attrs.frozen(kw_only=True)
+class TornTail:
+    """A final piece with no newline: ignored, and cut before the next append."""
+
+    offset: int
+    length: int
+
+    def to_dict(self) -> dict[str, int]:
+        return {"offset": self.offset, "length": self.length}
+
+
+def _is_active(phase: Phase, claim: ArtifactRetentionClaim, now: float | None) -> bool:
+    if phase is Phase.PREPARED:
+        return True
+    if phase is not Phase.COMMITTED:
+        return False
+    return now is None or claim.retain_until is None or now < claim.retain_until
+
+
+def aggregate_claims(
+    leases: Mapping[str, tuple[Phase, ArtifactRetentionClaim]],
+    *,
+    now: float | None = None,
+    key: Callable[[ArtifactRetentionClaim], str] = lambda c: c.content_sha256,
+) -> dict[str, ArtifactRetentionClaim]:
+    """Fold live leases into one claim per key (default: full digest).
+
+    PREPARED leases count with ``retain_until=None`` (no expiry).  COMMITTED
+    leases count unless ``now`` is given and ``now >= retain_until``.
+    ``reference_count`` sums; ``retain_until`` is ``None`` if any lease has no
+    expiry, else the latest; ``source_id`` is the smallest in the group.
+    """
+    groups: dict[str, list[tuple[Phase, ArtifactRetentionClaim]]] = {}
+    for phase, claim in leases.values():
+        if _is_active(phase, claim, now):
+            groups.setdefault(key(claim), []).append((phase, claim))
+    result: dict[str, ArtifactRetentionClaim] = {}
+    for group_key, members in groups.items():
+        until: float | None = None
+        unbounded = False
+        for phase, claim in members:
+            if phase is Phase.PREPARED or claim.retain_until is None:
+                unbounded = True
+            elif until is None or claim.retain_until > until:
+                until = claim.retain_until
+        result[group_key] = ArtifactRetentionClaim(
+            source_id=min(claim.source_id for _, claim in members),
+            content_sha256=members[0][1].content_sha256,
+            reference_count=sum(claim.reference_count for _, claim in members),
+            retain_until=None if unbounded else until,
+        )
+    return result
+
+
+@attrs.frozen(kw_only=True)
+class Recovery:
+    """A verified view of the journal at one moment.
+
+    * ``states``: transaction id -> :class:`Phase`.
+    * ``transactions``: transaction id -> its claim (the PREPARED intent).
+    * ``claims``: full digest -> aggregated claim of every PREPARED or COMMITTED
+      lease, whatever its ``retain_until`` (PREPARED contributes no expiry).
+    * ``claims_by_source``: the same, keyed by source id (exact per artifact).
+    * ``pending_transaction_ids``: PREPARED transactions, in journal order.
+    * ``torn_tail``: the ignored final piece, if any.
+    """
+
+    session_id: str
+    states: Mapping[str, Phase]
+    transactions: Mapping[str, ArtifactRetentionClaim]
+    claims: Mapping[str, ArtifactRetentionClaim]
+    claims_by_source: Mapping[str, ArtifactRetentionClaim]
+    pending_transaction_ids: tuple[str, ...]
+    torn_tail: TornTail | None
+    record_count: int
+    last_sha256: str
+    verified_bytes: int
+    observed_at: float
+
+    def _leases(self) -> dict[str, tuple[Phase, ArtifactRetentionClaim]]:
+        return {txn: (phase, self.transactions[txn]) for txn, phase in self.states.items()}
+
+    def active_claims(self, now: float | None = None) -> dict[str, ArtifactRetentionClaim]:
+        """Digest -> claim of the leases that protect at ``now`` (default: ``observed_at``).
+
+        PREPARED always protects; COMMITTED protects while ``now < retain_until``
+        (or forever with no ``retain_until``); ABORTED/RELEASED never.
+        """
+        moment = self.observed_at if now is None else now
+        return aggregate_claims(self._leases(), now=moment)
+
+    def active_claims_by_source(
+        self, now: float | None = None
+    ) -> dict[str, ArtifactRetentionClaim]:
+        """Like :meth:`active_claims`, keyed by source id (two artifacts may share a digest)."""
+        moment = self.observed_at if now is None else now
+        return aggregate_claims(self._leases(), now=moment, key=lambda c: c.source_id)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "session_id": self.session_id,
+            "record_count": self.record_count,
+            "last_sha256": self.last_sha256,
+            "states": {txn: phase.value for txn, phase in self.states.items()},
+            "claims": {d: c.to_dict() for d, c in self.claims.items()},
+            "pending_transaction_ids": list(self.pending_transaction_ids),
+            "torn_tail": None if self.torn_tail is None else self.torn_tail.to_dict(),
+        }
+
+
+class _Fold:
+    """The verified state of a journal prefix; :meth:`apply` checks, then mutates."""
+
+    def __init__(self, session_id: str) -> None:
+        self.session_id = session_id
+        self.sequence = 0
+        self.last_sha256 = GENESIS_SHA256
+        self.size = 0
+        self.phases: dict[str, Phase] = {}
+        self.intents: dict[str, ArtifactRetentionClaim] = {}
+        self.intent_sha256: dict[str, str] = {}
+        self.pending: dict[str, None] = {}
+        self.latest: dict[str, JournalRecord] = {}
+        self.checkpoint: tuple[int, str] | None = None
+
+    def check(self, record: JournalRecord, line_number: int) -> None:
+        if record.sequence != self.sequence + 1:
+            raise JournalCorruptError(
+                line_number, "sequence", f"expected {self.sequence + 1}, found {record.sequence}"
+            )
+        if record.previous_sha256 != self.last_sha256:
+            raise JournalCorruptError(line_number, "chain", "previous_sha256 does not match")
+        if record.session_id != self.session_id:
+            raise JournalCorruptError(line_number, "session", "record of another session")
+        current = self.phases.get(record.transaction_id)
+        if record.phase not in TRANSITIONS.get(current, frozenset()):
+            was = "nothing" if current is None else current.value
+            raise JournalCorruptError(
+                line_number, "illegal_transition", f"{was} -> {record.phase.value}"
+            )
+        if current is not None and record.intent_sha256 != self.intent_sha256[
+            record.transaction_id
+        ]:
+            raise JournalCorruptError(line_number, "intent_rewrite", "intent digest changed")
+
+    def apply(self, record: JournalRecord, line_number: int, size: int) -> None:
+        self.check(record, line_number)
+        txn = record.transaction_id
+        if record.phase is Phase.PREPARED:
+            assert record.intent is not None
+            self.intents[txn] = record.intent
+            self.intent_sha256[txn] = record.intent_sha256
+            self.pending[txn] = None
+        else:
+            self.pending.pop(txn, None)
+        self.phases[txn] = record.phase
+        self.latest[txn] = record
+        self.sequence = record.sequence
+        self.last_sha256 = record.event_sha256
+        self.size += size
+        if self.checkpoint is not None and self.checkpoint[0] == record.sequence:
+            if self.checkpoint[1] != record.event_sha256:
+                raise JournalCorruptError(
+                    line_number, "rewritten", "differs from what was verified before"
+                )
+            self.checkpoint = None
+
+    def transaction(self, txn: str) -> Transaction:
+        record = self.latest[txn]
+        return Transaction(
+            transaction_id=txn,
+            phase=record.phase,
+            claim=self.intents[txn],
+            sequence=record.sequence,
+            time=record.time,
+        )
+
+
+def _check_torn(piece: bytes, line_number: int) -> None:
+    """A torn write loses a suffix; a whole record followed by more bytes is not one."""
+    try:
+        text = piece.decode("latin-1")
+        _, end = json.JSONDecoder().raw_decode(text)
+    except ValueError:
+        return
+    if end < len(text):
+        raise JournalCorruptError(line_number, "newline", "record not terminated by a newline")
+
+
+class ArtifactRetentionJournal:
+    """The lease journal of one session.  See the module docstring for the rules."""
+
+    def __init__(
+        self,
+        session_dir: str | os.PathLike[str],
+        *,
+        fs: FileSystem = REAL_FS,
+        clock: Callable[[], float] = _time.time,
+        session_id: str | None = None,
+    ) -> None:
+        self._paths = SessionPaths.at(session_dir, session_id)
+        self._fs = fs
+        self._clock = clock
+        self._fold = _Fold(self._paths.session_id)
+        self._identity: tuple[int, int] | None = None
+        self._torn: TornTail | None = None
+        self._poisoned: JournalCorruptError | None = None
+        self._mutex = threading.RLock()
+        self._depth = 0
+        if self.exists():
+            with self._locked():
+                self._full_verify()
+
+    # -- public surface -------------------------------------------------------
+
+    @property
+    def path(self) -> str:
+        return self._paths.journal
+
+    @property
+    def session_id(self) -> str:
+        return self._paths.session_id
+
+    @property
+    def paths(self) -> SessionPaths:
+        return self._paths
+
+    def exists(self) -> bool:
+        """True once a journal file exists (even empty or torn): raw-claims cleanup must refuse."""
+        try:
+            self._fs.lstat(self._paths.journal)
+        except FileNotFoundError:
+            return False
+        except OSError as exc:
+            raise EnvironmentFailure(f"cannot stat the lease journal: {exc.strerror}") from exc
+        return True
+
+    def prepare(
+        self,
+        claim: ArtifactRetentionClaim,
+        transaction_id: str | None = None,
+        *,
+        now: float | None = None,
+    ) -> Transaction:
+        """Append PREPARED for a new transaction, after checking the artifact under the lock.
+
+        Raises :class:`TransactionExistsError` (nothing written) for a known id,
+        :class:`DanglingReferenceError` for a missing artifact,
+        :class:`~toolswap.errors.ArtifactNotOwnedError` for anything but a
+        regular file of ours, :class:`~toolswap.errors.ArtifactIntegrityError`
+        for a digest mismatch, and ``InvalidSourceId`` for another session.
+        """
+        if not isinstance(claim, ArtifactRetentionClaim):
+            raise UsageError(f"claim must be an ArtifactRetentionClaim, got {type(claim).__name__}")
+        txn = validate_transaction_id(
+            uuid.uuid4().hex if transaction_id is None else transaction_id
+        )
+        with self._locked():
+            self._refresh()
+            if txn in self._fold.phases:
+                raise TransactionExistsError(
+                    f"transaction {txn!r} already exists "
+                    f"({self._fold.phases[txn].value}); reconcile it, never replay it"
+                )
+            self._verify_artifact(claim)
+            self._append(txn, Phase.PREPARED, claim, now)
+            return self._fold.transaction(txn)
+
+    def commit(self, transaction_id: str, *, now: float | None = None) -> Transaction:
+        """PREPARED -> COMMITTED; a no-op on COMMITTED; refuses anything else."""
+        return self._transition(transaction_id, Phase.COMMITTED, now)[0]
+
+    def abort(self, transaction_id: str, *, now: float | None = None) -> Transaction:
+        """PREPARED -> ABORTED; a no-op on ABORTED; refuses anything else.
+
+        Call it only when the owner has sealed the absence or explicitly rejected
+        the write (S3); :meth:`reconcile_reference` does this for you.
+        """
+        return self._transition(transaction_id, Phase.ABORTED, now)[0]
+
+    def release(self, transaction_id: str, *, now: float | None = None) -> Transaction:
+        """COMMITTED -> RELEASED; a no-op on RELEASED; refuses anything else.
+
+        Call it only after the owner removed the reference (S4); prefer
+        :meth:`remove_reference`.
+        """
+        return self._transition(transaction_id, Phase.RELEASED, now)[0]
+
+    def publish_reference(
+        self,
+        claim: ArtifactRetentionClaim,
+        publisher: Callable[[], T],
+        transaction_id: str | None = None,
+        *,
+        now: float | None = None,
+    ) -> tuple[Transaction, T]:
+        """Prepare, publish, commit -- in that order; returns the COMMITTED transaction and
+        the publisher's value.
+
+        ``publisher`` is a zero-argument callable whose normal return means the
+        reference is durable in the owner (see :func:`toolswap.owner.owner_publisher`).
+        An existing transaction id raises :class:`TransactionExistsError` before
+        the publisher is called or a byte is written.  If the publisher raises
+        :class:`~toolswap.owner.ArtifactPublicationRejected`, ABORTED is appended
+        and the rejection re-raised; any other exception propagates and the lease
+        stays PREPARED (pending, protecting the artifact until reconciled).
+        """
+        txn = self.prepare(claim, transaction_id, now=now).transaction_id
+        self._fs.crash_point("publish.after_prepared")
+        try:
+            value = publisher()
+        except ArtifactPublicationRejected:
+            self._fs.crash_point("publish.after_rejected")
+            self.abort(txn, now=now)
+            raise
+        self._fs.crash_point("publish.after_owner_write")
+        committed = self.commit(txn, now=now)
+        return committed, value
+
+    def remove_reference(
+        self, transaction_id: str, remover: Callable[[], T], *, now: float | None = None
+    ) -> T | None:
+        """Owner removal first, then RELEASED (S4); returns the remover's value.
+
+        The lease must be COMMITTED; on RELEASED this returns ``None`` without
+        calling the remover.  If the remover raises, the lease stays COMMITTED.
+        """
+        txn = validate_transaction_id(transaction_id)
+        phase = self._phase_of(txn)
+        if phase is Phase.RELEASED:
+            return None
+        if phase is not Phase.COMMITTED:
+            raise IllegalTransitionError(
+                f"transaction {txn!r} is {phase.value}; only COMMITTED can be removed"
+            )
+        value = remover()
+        self._fs.crash_point("remove.after_owner_remove")
+        self.release(txn, now=now)
+        return value
+
+    def recover(self, *, now: float | None = None) -> Recovery:
+        """Verify the whole journal and return its state; raises :class:`JournalCorruptError`."""
+        with self._mutex:
+            if not self.exists():
+                self._refresh_missing()
+                return self._snapshot(now)
+            with self._locked():
+                self._full_verify()
+                return self._snapshot(now)
+
+    @contextlib.contextmanager
+    def locked_state(self, *, now: float | None = None) -> Iterator[Recovery]:
+        """Hold the session lock, refresh (incrementally) and yield the current state.
+
+        While the block runs no ``prepare`` (in any thread or process) can
+        append, so a cleanup may re-validate and delete inside it.  Journal
+        methods called from the same thread inside the block re-use the lock.
+        """
+        with self._locked():
+            self._refresh()
+            yield self._snapshot(now)
+
+    def reconcile_reference(
+        self, transaction_id: str, owner: ArtifactReferenceOwner, *, now: float | None = None
+    ) -> ReconciliationReport:
+        """Resolve one lease against the owner's fenced observation (DESIGN section 6 table).
+
+        Idempotent; of concurrent reconcilers at most one appends the terminal
+        event, the others report ``already_*``.
+        """
+        txn = validate_transaction_id(transaction_id)
+        phase = self._phase_of(txn)
+        if phase is not Phase.PREPARED:
+            return self._already(txn, phase, None)
+        with contextlib.ExitStack() as stack:
+            try:
+                observation = stack.enter_context(owner.inspect_fenced(txn))
+            except Exception as exc:  # an owner failure is an unknown answer, never absence
+                return ReconciliationReport(
+                    transaction_id=txn,
+                    status=ReconcileStatus.PENDING_UNKNOWN,
+                    reason=f"owner inspection failed ({type(exc).__name__})",
+                )
+            return self._decide(txn, observation, now)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def reconcile_pending(
+        self, owner: ArtifactReferenceOwner, *, now: float | None = None
+    ) -> list[ReconciliationReport]:
+        """Reconcile the pending set as of the start of the call (later prepares wait)."""
+        with self._locked():
+            self._refresh()
+            pending = list(self._fold.pending)
+        return [self.reconcile_reference(txn, owner, now=now) for txn in pending]
+
+    # -- reconciliation -------------------------------------------------------
+
+    @staticmethod
+    def _already(txn: str, phase: Phase, generation: object) -> ReconciliationReport:
+        return ReconciliationReport(
+            transaction_id=txn,
+            status=TERMINAL_STATUS[phase],
+            reason="the journal already holds a terminal event",
+            generation=generation if isinstance(generation, int | str) else None,
+        )
+
+    def _decide(
+        self, txn: str, observation: OwnerObservation, now: float | None
+    ) -> ReconciliationReport:
+        generation = observation.generation
+
+        def report(status: ReconcileStatus, reason: str) -> ReconciliationReport:
+            return ReconciliationReport(
+                transaction_id=txn, status=status, reason=reason, generation=generation
+            )
+
+        phase = self._phase_of(txn)  # inside the fence: a concurrent reconciler may have won
+        if phase is not Phase.PREPARED:
+            return self._already(txn, phase, generation)
+        claim = self._fold.intents[txn]
+        if observation.transaction_id != txn:
+            return report(ReconcileStatus.PENDING_UNKNOWN, "observation names another transaction")
+        state = observation.state
+        if state is ObservedState.PUBLISHED:
+            if (
+                observation.source_id == claim.source_id
+                and observation.content_sha256 == claim.content_sha256
+            ):
+                return self._finish(
+                    txn, Phase.COMMITTED, now, generation,
+                    ReconcileStatus.COMMITTED, "owner holds the reference with this identity",
+                )
+            return report(
+                ReconcileStatus.PENDING_CONFLICT, "owner holds a different identity for this id"
+            )
+        if state is ObservedState.ABSENT:
+            if observation.sealed:
+                return self._finish(
+                    txn, Phase.ABORTED, now, generation,
+                    ReconcileStatus.ABORTED, "absence was already sealed",
+                )
+            try:
+                sealed = observation.seal_absence()
+            except Exception as exc:  # the tombstone may or may not exist: stay pending
+                return report(
+                    ReconcileStatus.PENDING_UNKNOWN, f"seal failed ({type(exc).__name__})"
+                )
+            if not sealed:
+                return report(ReconcileStatus.PENDING_STALE, "generation moved before the seal")
+            self._fs.crash_point("reconcile.after_tombstone")
+            return self._finish(
+                txn, Phase.ABORTED, now, generation,
+                ReconcileStatus.ABORTED, "absence sealed by tombstone",
+            )
+        return report(ReconcileStatus.PENDING_UNKNOWN, "owner cannot tell")
+
+    def _finish(
+        self,
+        txn: str,
+        target: Phase,
+        now: float | None,
+        generation: object,
+        status: ReconcileStatus,
+        reason: str,
+    ) -> ReconciliationReport:
+        try:
+            _, appended = self._transition(txn, target, now)
+        except IllegalTransitionError:
+            appended = False
+        if not appended:
+            return self._already(txn, self._phase_of(txn), generation)
+        return ReconciliationReport(
+            transaction_id=txn,
+            status=status,
+            reason=reason,
+            generation=generation if isinstance(generation, int | str) else None,
+        )
+
+    # -- state machine --------------------------------------------------------
+
+    def _phase_of(self, txn: str) -> Phase:
+        with self._locked():
+            self._refresh()
+            phase = self._fold.phases.get(txn)
+        if phase is None:
+            raise UnknownTransactionError(f"no transaction {txn!r} in the journal")
+        return phase
+
+    def _transition(
+        self, transaction_id: str, target: Phase, now: float | None
+    ) -> tuple[Transaction, bool]:
+        txn = validate_transaction_id(transaction_id)
+        with self._locked():
+            self._refresh()
+            current = self._fold.phases.get(txn)
+            if current is None:
+                raise UnknownTransactionError(f"no transaction {txn!r} in the journal")
+            if current is target:
+                return self._fold.transaction(txn), False
+            if target not in TRANSITIONS.get(current, frozenset()):
+                raise IllegalTransitionError(
+                    f"transaction {txn!r}: {current.value} -> {target.value} is not allowed"
+                )
+            self._append(txn, target, self._fold.intents[txn], now)
+            return self._fold.transaction(txn), True
+
+    # -- locking, reading, appending -----------------------------------------
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        with self._mutex:
+            if self._depth:
+                self._depth += 1
+                try:
+                    yield
+                finally:
+                    self._depth -= 1
+                return
+            with self._paths.session_lock(self._fs):
+                self._depth = 1
+                try:
+                    yield
+                finally:
+                    self._depth = 0
+
+    def _snapshot(self, now: float | None) -> Recovery:
+        fold = self._fold
+        leases = {txn: (phase, fold.intents[txn]) for txn, phase in fold.phases.items()}
+        return Recovery(
+            session_id=fold.session_id,
+            states=dict(fold.phases),
+            transactions=dict(fold.intents),
+            claims=aggregate_claims(leases),
+            claims_by_source=aggregate_claims(leases, key=lambda c: c.source_id),
+            pending_transaction_ids=tuple(fold.pending),
+            torn_tail=self._torn,
+            record_count=fold.sequence,
+            last_sha256=fold.last_sha256,
+            verified_bytes=fold.size,
+            observed_at=self._clock() if now is None else now,
+        )
+
+    def _refresh_missing(self) -> None:
+        if self._fold.size:
+            raise JournalCorruptError(self._fold.sequence, "vanished", "verified journal is gone")
+        self._identity = None
+        self._torn = None
+
+    def _refresh(self) -> None:
+        """Bring the fold up to date with the file (under the lock)."""
+        if self._poisoned is not None:
+            raise self._poisoned
+        try:
+            facts = self._fs.lstat(self._paths.journal)
+        except FileNotFoundError:
+            self._refresh_missing()
+            return
+        except OSError as exc:
+            raise EnvironmentFailure(f"cannot stat the lease journal: {exc.strerror}") from exc
+        if not facts.is_regular:
+            raise JournalCorruptError(self._fold.sequence + 1, "not_regular", "not a regular file")
+        if self._identity is not None and (facts.device, facts.inode) != self._identity:
+            self._full_verify()
+            return
+        if facts.size < self._fold.size:
+            self._poisoned = JournalCorruptError(
+                self._fold.sequence, "shrank", "verified records were cut off"
+            )
+            raise self._poisoned
+        if self._torn is None and facts.size == self._fold.size and self._identity is not None:
+            return
+        self._read_from(self._fold)
+
+    def _full_verify(self) -> None:
+        fold = _Fold(self._paths.session_id)
+        if self._fold.sequence:
+            fold.checkpoint = (self._fold.sequence, self._fold.last_sha256)
+        self._fold = fold
+        self._identity = None
+        self._torn = None
+        self._read_from(fold)
+        if fold.checkpoint is not None:
+            self._poisoned = JournalCorruptError(
+                fold.sequence + 1, "rewritten", "journal lost records verified before"
+            )
+            raise self._poisoned
+
+    def _read_from(self, fold: _Fold) -> None:
+        """Read and fold every complete line after ``fold.size``; note the torn tail."""
+        fs = self._fs
+        try:
+            handle = fs.open_read(self._paths.journal)
+        except FileNotFoundError:
+            self._refresh_missing()
+            return
+        except OSError as exc:
+            raise EnvironmentFailure(f"cannot open the lease journal: {exc.strerror}") from exc
+        try:
+            facts = fs.fstat(handle)
+            if not facts.is_regular:
+                raise JournalCorruptError(fold.sequence + 1, "not_regular", "not a regular file")
+            self._identity = (facts.device, facts.inode)
+            self._torn = None
+            offset = fold.size
+            carry = b""
+            while offset < facts.size:
+                chunk = fs.pread(handle, min(READ_CHUNK, facts.size - offset), offset)
+                if not chunk:
+                    break
+                offset += len(chunk)
+                pieces = (carry + chunk).split(b"\n")
+                carry = pieces.pop()
+                for piece in pieces:
+                    line_number = fold.sequence + 1
+                    fold.apply(parse_line(piece, line_number), line_number, len(piece) + 1)
+            if carry:
+                _check_torn(carry, fold.sequence + 1)
+                self._torn = TornTail(offset=fold.size, length=len(carry))
+        except OSError as exc:
+            raise EnvironmentFailure(f"cannot read the lease journal: {exc.strerror}") from exc
+        finally:
+            fs.close(handle)
+
+    def _verify_artifact(self, claim: ArtifactRetentionClaim) -> None:
+        """The artifact is a regular file of this session, owned by us, with the full digest."""
+        fs = self._fs
+        path = self._paths.path_for_source(claim.source_id)
+        name = os.path.basename(path)
+        try:
+            directory = fs.lstat(self._paths.tool_results)
+            facts = fs.lstat(path)
+        except FileNotFoundError:
+            raise DanglingReferenceError(
+                f"artifact {name} does not exist; refusing to prepare a dangling reference"
+            ) from None
+        except OSError as exc:
+            raise EnvironmentFailure(f"cannot stat artifact {name}: {exc.strerror}") from exc
+        if not directory.is_dir:
+            raise ArtifactNotOwnedError("tool-results is not a real directory (S7)")
+        if not facts.is_regular or facts.uid != fs.current_uid():
+            raise ArtifactNotOwnedError(f"artifact {name} is not a regular file of ours (S7)")
+        digest = hashlib.sha256()
+        try:
+            handle = fs.open_read(path)
+            try:
+                opened = fs.fstat(handle)
+                if (opened.device, opened.inode) != (facts.device, facts.inode):
+                    raise ArtifactNotOwnedError(f"artifact {name} changed while checked")
+                offset = 0
+                while True:
+                    chunk = fs.pread(handle, READ_CHUNK, offset)
+                    if not chunk:
+                        break
+                    digest.update(chunk)
+                    offset += len(chunk)
+            finally:
+                fs.close(handle)
+        except FileNotFoundError:
+            raise DanglingReferenceError(f"artifact {name} vanished while checked") from None
+        except OSError as exc:
+            raise EnvironmentFailure(f"cannot read artifact {name}: {exc.strerror}") from exc
+        if digest.hexdigest() != claim.content_sha256:
+            raise ArtifactIntegrityError(
+                f"artifact {name} does not match the claim's digest; refusing to prepare"
+            )
+
+    def _append(
+        self, txn: str, phase: Phase, claim: ArtifactRetentionClaim, now: float | None
+    ) -> None:
+        """Cut a torn tail (durably), append one record, fsync -- under the lock."""
+        fs = self._fs
+        fold = self._fold
+        record = build_record(
+            sequence=fold.sequence + 1,
+            previous_sha256=fold.last_sha256,
+            session_id=fold.session_id,
+            transaction_id=txn,
+            phase=phase,
+            time=self._clock() if now is None else now,
+            claim=claim,
+        )
+        fold.check(record, record.sequence)
+        line = encode_record(record)
+        created = self._identity is None
+        try:
+            handle = fs.open_append(self._paths.journal)
+            try:
+                if self._torn is not None:
+                    fs.crash_point("journal.before_truncate")
+                    fs.ftruncate(handle, fold.size)
+                    fs.fsync(handle)
+                    fs.crash_point("journal.after_truncate")
+                    self._torn = None
+                facts = fs.fstat(handle)
+                if facts.size != fold.size or (
+                    not created and (facts.device, facts.inode) != self._identity
+                ):
+                    raise JournalCorruptError(
+                        fold.sequence + 1, "rewritten", "journal changed outside the session lock"
+                    )
+                fs.crash_point("journal.before_append")
+                fs.write(handle, line)
+                fs.crash_point("journal.before_fsync")
+                fs.fsync(handle)
+                if created:
+                    fs.fsync_dir(self._paths.root)
+                fs.crash_point("journal.after_fsync")
+            finally:
+                fs.close(handle)
+        except OSError as exc:
+            raise JournalWriteError(
+                f"cannot append to the lease journal: {exc.strerror or type(exc).__name__}"
+            ) from exc
+        fold.apply(record, record.sequence, len(line))
+        self._identity = (facts.device, facts.inode)

@@ -1,0 +1,274 @@
+"""The lease journal's line format: canonical JSON, hashes, and strict parsing.
+
+Rules of the format (DESIGN section 5):
+
+1. One record per line; a line ends with ``b"\\n"`` and lines are split on that
+   byte only (never ``str.splitlines``), so U+2028 and friends inside a field are
+   harmless.  Canonical JSON is ASCII-only anyway (``ensure_ascii=True``).
+2. Every record has exactly the keys of :data:`RECORD_KEYS`.  ``event_sha256`` is
+   the SHA-256 of the canonical JSON of all the *other* keys.
+3. Canonical JSON: ``sort_keys=True``, ``separators=(",", ":")``,
+   ``ensure_ascii=True``, no NaN/Infinity.  A line must be byte-identical to the
+   canonical encoding of what it parses to, so an edit that keeps the meaning
+   (an escape written in another case, say) is still corruption.
+4. ``intent`` is the claim (a dict) on ``PREPARED`` and ``null`` afterwards;
+   ``intent_sha256`` is on every record and names the digest of the canonical
+   claim, so a later record cannot silently rewrite the intent.
+
+This module is pure: bytes in, records out.  Folding records into transaction
+state (chain, sequence, transitions) lives in :mod:`toolswap.journal`.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import json
+import math
+import re
+from typing import Any
+
+import attrs
+
+from .domain import ArtifactRetentionClaim
+from .errors import CorruptStateError, UsageError
+
+__all__ = [
+    "FORMAT_VERSION",
+    "GENESIS_SHA256",
+    "RECORD_KEYS",
+    "Phase",
+    "JournalRecord",
+    "JournalCorruptError",
+    "canonical_json",
+    "sha256_hex",
+    "intent_digest",
+    "build_record",
+    "encode_record",
+    "parse_line",
+    "validate_transaction_id",
+]
+
+FORMAT_VERSION = 1
+GENESIS_SHA256 = "0" * 64
+MAX_TRANSACTION_ID_LEN = 512
+
+RECORD_KEYS = frozenset(
+    {
+        "version",
+        "sequence",
+        "previous_sha256",
+        "session_id",
+        "transaction_id",
+        "phase",
+        "time",
+        "intent",
+        "intent_sha256",
+        "event_sha256",
+    }
+)
+
+
+class Phase(enum.StrEnum):
+    """A lease transaction's phase."""
+
+    PREPARED = "PREPARED"
+    COMMITTED = "COMMITTED"
+    ABORTED = "ABORTED"
+    RELEASED = "RELEASED"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class JournalCorruptError(CorruptStateError):
+    """A complete journal line breaks the format or the protocol.
+
+    ``line_number`` is 1-based; ``reason`` is one short word from
+    ``json, schema, canonical, hash, intent, sequence, chain, session,
+    intent_rewrite, illegal_transition, newline, shrank, rewritten, vanished,
+    not_regular``.  The message never contains the journal's bytes or path.
+    """
+
+    def __init__(self, line_number: int, reason: str, detail: str = "") -> None:
+        self.line_number = line_number
+        self.reason = reason
+        self.detail = detail
+        text = f"corrupt lease journal at line {line_number}: {reason}"
+        if detail:
+            text += f" ({detail})"
+        super().__init__(text)
+
+
+def canonical_json(value: Any) -> bytes:
+    """The one byte encoding that hashes and lines use."""
+    return json.dumps(
+        value, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False
+    ).encode("ascii")
+
+
+def sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def intent_digest(claim: ArtifactRetentionClaim) -> str:
+    return sha256_hex(canonical_json(claim.to_dict()))
+
+
+def validate_transaction_id(transaction_id: object) -> str:
+    """A transaction id is any non-empty string of at most 512 characters."""
+    if (
+        not isinstance(transaction_id, str)
+        or not transaction_id
+        or len(transaction_id) > MAX_TRANSACTION_ID_LEN
+    ):
+        raise UsageError(
+            f"transaction_id must be a non-empty string of at most "
+            f"{MAX_TRANSACTION_ID_LEN} characters"
+        )
+    return transaction_id
+
+
+@attrs.frozen(kw_only=True)
+class JournalRecord:
+    """One verified journal line."""
+
+    version: int
+    sequence: int
+    previous_sha256: str
+    session_id: str
+    transaction_id: str
+    phase: Phase
+    time: float
+    intent: ArtifactRetentionClaim | None
+    intent_sha256: str
+    event_sha256: str
+
+    def body(self) -> dict[str, Any]:
+        """Every field but ``event_sha256``, as it is hashed."""
+        return {
+            "version": self.version,
+            "sequence": self.sequence,
+            "previous_sha256": self.previous_sha256,
+            "session_id": self.session_id,
+            "transaction_id": self.transaction_id,
+            "phase": self.phase.value,
+            "time": self.time,
+            "intent": None if self.intent is None else self.intent.to_dict(),
+            "intent_sha256": self.intent_sha256,
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        data = self.body()
+        data["event_sha256"] = self.event_sha256
+        return data
+
+
+def build_record(
+    *,
+    sequence: int,
+    previous_sha256: str,
+    session_id: str,
+    transaction_id: str,
+    phase: Phase,
+    time: float,
+    claim: ArtifactRetentionClaim,
+) -> JournalRecord:
+    """A new record; the claim is embedded on PREPARED and digested on every phase."""
+    if isinstance(time, bool) or not isinstance(time, int | float) or not math.isfinite(time):
+        raise UsageError(f"time must be a finite number, got {time!r}")
+    draft = JournalRecord(
+        version=FORMAT_VERSION,
+        sequence=sequence,
+        previous_sha256=previous_sha256,
+        session_id=session_id,
+        transaction_id=validate_transaction_id(transaction_id),
+        phase=phase,
+        time=time,
+        intent=claim if phase is Phase.PREPARED else None,
+        intent_sha256=intent_digest(claim),
+        event_sha256="",
+    )
+    return attrs.evolve(draft, event_sha256=sha256_hex(canonical_json(draft.body())))
+
+
+def encode_record(record: JournalRecord) -> bytes:
+    return canonical_json(record.to_dict()) + b"\n"
+
+
+_BODY_START = len(b'{"event_sha256":"",') + 64
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+
+
+def _hex64(value: object) -> bool:
+    return isinstance(value, str) and _HEX64.fullmatch(value) is not None
+
+
+def parse_line(line: bytes, line_number: int) -> JournalRecord:
+    """Parse and self-verify one complete line (without its ``\\n``).
+
+    Checks JSON, the exact key set and types, canonical bytes, the event hash and
+    the intent digest.  Chain, sequence, session and transitions need context and
+    are checked by the fold in :mod:`toolswap.journal`.
+    """
+    try:
+        data = json.loads(line)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise JournalCorruptError(line_number, "json", type(exc).__name__) from None
+    if not isinstance(data, dict) or set(data) != RECORD_KEYS:
+        raise JournalCorruptError(line_number, "schema", "wrong keys")
+    version = data["version"]
+    if isinstance(version, bool) or version != FORMAT_VERSION:
+        raise JournalCorruptError(line_number, "schema", "unsupported version")
+    sequence = data["sequence"]
+    if isinstance(sequence, bool) or not isinstance(sequence, int) or sequence < 1:
+        raise JournalCorruptError(line_number, "schema", "sequence")
+    for key in ("previous_sha256", "intent_sha256", "event_sha256"):
+        if not _hex64(data[key]):
+            raise JournalCorruptError(line_number, "schema", key)
+    for key in ("session_id", "transaction_id"):
+        if not isinstance(data[key], str) or not data[key]:
+            raise JournalCorruptError(line_number, "schema", key)
+    try:
+        phase = Phase(data["phase"])
+    except ValueError:
+        raise JournalCorruptError(line_number, "schema", "phase") from None
+    moment = data["time"]
+    if isinstance(moment, bool) or not isinstance(moment, int | float):
+        raise JournalCorruptError(line_number, "schema", "time")
+    try:
+        if canonical_json(data) != line:
+            raise JournalCorruptError(line_number, "canonical", "line is not canonical JSON")
+    except ValueError:
+        raise JournalCorruptError(line_number, "canonical", "not encodable") from None
+    # The line is canonical and "event_sha256" sorts first, so the hashed body is
+    # the line without that first member: no second serialization needed.
+    if sha256_hex(b"{" + line[_BODY_START:]) != data["event_sha256"]:
+        raise JournalCorruptError(line_number, "hash", "event_sha256 does not match")
+    raw_intent = data["intent"]
+    claim: ArtifactRetentionClaim | None = None
+    if phase is Phase.PREPARED:
+        if not isinstance(raw_intent, dict):
+            raise JournalCorruptError(line_number, "intent", "PREPARED without an intent")
+        try:
+            claim = ArtifactRetentionClaim.from_dict(raw_intent)
+        except (UsageError, TypeError) as exc:
+            raise JournalCorruptError(line_number, "intent", type(exc).__name__) from None
+        if sha256_hex(canonical_json(raw_intent)) != data["intent_sha256"]:
+            raise JournalCorruptError(line_number, "intent", "intent_sha256 does not match")
+        if claim.to_dict() != raw_intent:
+            raise JournalCorruptError(line_number, "intent", "intent is not a canonical claim")
+    elif raw_intent is not None:
+        raise JournalCorruptError(line_number, "intent", f"{phase.value} carries an intent")
+    return JournalRecord(
+        version=version,
+        sequence=sequence,
+        previous_sha256=data["previous_sha256"],
+        session_id=data["session_id"],
+        transaction_id=data["transaction_id"],
+        phase=phase,
+        time=moment,
+        intent=claim,
+        intent_sha256=data["intent_sha256"],
+        event_sha256=data["event_sha256"],
+    )

@@ -1,0 +1,132 @@
+"""An in-memory owner: the reference adapter for teaching and tests.
+
+It keeps one row per transaction id in a dict.  The fence is a per-id lock
+held for the whole ``inspect_fenced`` block; every publish/remove of that id
+takes the same lock, so nothing about the id changes while the journal decides.
+``generation`` starts at 0 (never seen) and advances on every change.  It is
+thread-safe; it is not durable, so it models an owner that never crashes.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Literal
+
+import attrs
+
+from ..domain import ArtifactRetentionClaim
+from ..journal_format import validate_transaction_id
+from ..owner import (
+    ArtifactPublicationRejected,
+    ObservedState,
+    OwnerConflictError,
+    require_sealable,
+)
+
+__all__ = ["InMemoryOwner", "MemoryObservation"]
+
+
+@attrs.frozen(kw_only=True)
+class _Row:
+    kind: Literal["published", "tombstone"]
+    source_id: str | None
+    content_sha256: str | None
+    generation: int
+
+
+@attrs.frozen(kw_only=True)
+class MemoryObservation:
+    """An observation of :class:`InMemoryOwner`; see :class:`toolswap.owner.OwnerObservation`."""
+
+    transaction_id: str
+    state: ObservedState
+    source_id: str | None
+    content_sha256: str | None
+    generation: int
+    sealed: bool
+    _owner: InMemoryOwner = attrs.field(repr=False, eq=False, alias="owner")
+
+    def seal_absence(self) -> bool:
+        require_sealable(self)
+        return self._owner._cas_tombstone(self.transaction_id, self.generation)
+
+
+class InMemoryOwner:
+    """A thread-safe, non-durable owner (DESIGN section 6)."""
+
+    def __init__(self) -> None:
+        self._guard = threading.Lock()
+        self._fences: dict[str, threading.Lock] = {}
+        self._rows: dict[str, _Row] = {}
+
+    def _fence(self, transaction_id: str) -> threading.Lock:
+        with self._guard:
+            return self._fences.setdefault(transaction_id, threading.Lock())
+
+    def publish(self, transaction_id: str, claim: ArtifactRetentionClaim) -> None:
+        txn = validate_transaction_id(transaction_id)
+        with self._fence(txn):
+            row = self._rows.get(txn)
+            if row is not None and row.kind == "tombstone":
+                raise ArtifactPublicationRejected(f"transaction {txn!r} is tombstoned")
+            if row is not None:
+                if (row.source_id, row.content_sha256) == (claim.source_id, claim.content_sha256):
+                    return
+                raise OwnerConflictError(f"transaction {txn!r} holds another reference")
+            self._rows[txn] = _Row(
+                kind="published",
+                source_id=claim.source_id,
+                content_sha256=claim.content_sha256,
+                generation=1,
+            )
+
+    def remove(self, transaction_id: str) -> None:
+        txn = validate_transaction_id(transaction_id)
+        with self._fence(txn):
+            row = self._rows.get(txn)
+            if row is not None and row.kind == "tombstone":
+                return
+            self._write_tombstone(txn, 0 if row is None else row.generation)
+
+    @contextmanager
+    def inspect_fenced(self, transaction_id: str) -> Iterator[MemoryObservation]:
+        txn = validate_transaction_id(transaction_id)
+        with self._fence(txn):
+            row = self._rows.get(txn)
+            if row is None:
+                yield MemoryObservation(
+                    transaction_id=txn, state=ObservedState.ABSENT, source_id=None,
+                    content_sha256=None, generation=0, sealed=False, owner=self,
+                )
+            elif row.kind == "tombstone":
+                yield MemoryObservation(
+                    transaction_id=txn, state=ObservedState.ABSENT, source_id=None,
+                    content_sha256=None, generation=row.generation, sealed=True, owner=self,
+                )
+            else:
+                yield MemoryObservation(
+                    transaction_id=txn, state=ObservedState.PUBLISHED, source_id=row.source_id,
+                    content_sha256=row.content_sha256, generation=row.generation,
+                    sealed=False, owner=self,
+                )
+
+    def generation(self, transaction_id: str) -> int:
+        """The current generation of an id (0 if never seen); for tests and audits."""
+        row = self._rows.get(transaction_id)
+        return 0 if row is None else row.generation
+
+    # Called only from inside the fence of ``transaction_id``.
+    def _cas_tombstone(self, transaction_id: str, observed: int) -> bool:
+        row = self._rows.get(transaction_id)
+        current = 0 if row is None else row.generation
+        if current != observed:
+            return False
+        self._write_tombstone(transaction_id, current)
+        return True
+
+    def _write_tombstone(self, transaction_id: str, current: int) -> None:
+        self._rows[transaction_id] = _Row(
+            kind="tombstone", source_id=None, content_sha256=None, generation=current + 1
+        )

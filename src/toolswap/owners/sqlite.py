@@ -1,0 +1,245 @@
+"""A durable owner on the standard library's ``sqlite3`` (the embedded default).
+
+Mapping of the owner promises (see :mod:`toolswap.owner`) onto SQLite:
+
+* Durability: WAL mode with ``synchronous=FULL``, so every COMMIT is on disk
+  when it returns.  References and tombstones survive close and reopen.
+* Fence: ``inspect_fenced`` runs inside ``BEGIN IMMEDIATE``, which holds the
+  database's write lock; no other connection (thread or process) can publish,
+  remove or seal anything until the block ends.  (The fence is database-wide,
+  which is coarse but exactly linearizable.)
+* Tombstone: a conditional ``UPDATE ... WHERE generation = ?`` (or an
+  ``INSERT`` for a never-seen id) inside the fence, committed at once so it is
+  durable before the journal appends ABORTED (S3); the write lock is then
+  taken again for the rest of the block.  A tombstoned id refuses ``publish``
+  with :class:`~toolswap.owner.ArtifactPublicationRejected`, forever.
+* Stable publication id: the transaction id is the primary key.
+
+Each thread uses its own connection; several processes may share one file.
+The database is the owner's store, not session evidence, so it is not routed
+through the toolswap file-system seam.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import attrs
+
+from ..domain import ArtifactRetentionClaim
+from ..errors import EnvironmentFailure, UsageError
+from ..journal_format import validate_transaction_id
+from ..owner import (
+    ArtifactPublicationRejected,
+    ObservedState,
+    OwnerConflictError,
+    require_sealable,
+)
+
+__all__ = ["SQLiteOwner", "SQLiteObservation", "TABLE"]
+
+TABLE = "toolswap_references"
+
+_SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS {TABLE} (
+    transaction_id TEXT PRIMARY KEY,
+    kind TEXT NOT NULL CHECK (kind IN ('published', 'tombstone')),
+    source_id TEXT,
+    content_sha256 TEXT,
+    reference_count INTEGER,
+    generation INTEGER NOT NULL CHECK (generation >= 1)
+)
+"""
+
+
+@attrs.frozen(kw_only=True)
+class SQLiteObservation:
+    """An observation of :class:`SQLiteOwner`, valid inside its fence only."""
+
+    transaction_id: str
+    state: ObservedState
+    source_id: str | None
+    content_sha256: str | None
+    generation: int
+    sealed: bool
+    _connection: sqlite3.Connection = attrs.field(repr=False, eq=False, alias="connection")
+
+    def seal_absence(self) -> bool:
+        require_sealable(self)
+        conn = self._connection
+        if self.generation == 0:
+            cursor = conn.execute(
+                f"INSERT OR IGNORE INTO {TABLE} (transaction_id, kind, generation) "
+                "VALUES (?, 'tombstone', 1)",
+                (self.transaction_id,),
+            )
+        else:
+            cursor = conn.execute(
+                f"UPDATE {TABLE} SET kind = 'tombstone', source_id = NULL, "
+                "content_sha256 = NULL, reference_count = NULL, generation = generation + 1 "
+                "WHERE transaction_id = ? AND generation = ?",
+                (self.transaction_id, self.generation),
+            )
+        if cursor.rowcount != 1:
+            return False
+        conn.execute("COMMIT")  # durable now (S3); then take the fence again
+        conn.execute("BEGIN IMMEDIATE")
+        return True
+
+
+class SQLiteOwner:
+    """A durable owner in one SQLite database file; safe across threads and processes."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        create: bool = True,
+        timeout: float = 30.0,
+    ) -> None:
+        self._path = os.fspath(path)
+        self._timeout = timeout
+        self._local = threading.local()
+        self._all: list[sqlite3.Connection] = []
+        self._guard = threading.Lock()
+        if not create and not os.path.isfile(self._path):
+            raise UsageError("the SQLite owner database does not exist")
+        conn = self._connection()
+        if create:
+            conn.execute(_SCHEMA)
+        else:
+            row = conn.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (TABLE,)
+            ).fetchone()
+            if row is None:
+                raise UsageError(f"the SQLite database has no {TABLE} table")
+
+    # -- connections ----------------------------------------------------------
+
+    def _connection(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is not None:
+            return conn
+        try:
+            conn = sqlite3.connect(
+                self._path, timeout=self._timeout, isolation_level=None, check_same_thread=False
+            )
+            mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+            if str(mode).lower() not in {"wal", "memory"}:
+                conn.execute("PRAGMA journal_mode=DELETE")
+            conn.execute("PRAGMA synchronous=FULL")
+            conn.execute(f"PRAGMA busy_timeout={int(self._timeout * 1000)}")
+        except sqlite3.Error as exc:
+            raise EnvironmentFailure(
+                f"cannot open the SQLite owner ({type(exc).__name__})"
+            ) from exc
+        self._local.conn = conn
+        with self._guard:
+            self._all.append(conn)
+        return conn
+
+    def close(self) -> None:
+        """Close every connection this object opened."""
+        with self._guard:
+            connections, self._all = self._all, []
+        for conn in connections:
+            conn.close()
+        self._local = threading.local()
+
+    def __enter__(self) -> SQLiteOwner:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        conn = self._connection()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+
+    @staticmethod
+    def _row(
+        conn: sqlite3.Connection, txn: str
+    ) -> tuple[str, str | None, str | None, int] | None:
+        row = conn.execute(
+            f"SELECT kind, source_id, content_sha256, generation FROM {TABLE} "
+            "WHERE transaction_id = ?",
+            (txn,),
+        ).fetchone()
+        if row is None:
+            return None
+        return (str(row[0]), row[1], row[2], int(row[3]))
+
+    # -- the owner protocol ---------------------------------------------------
+
+    def publish(self, transaction_id: str, claim: ArtifactRetentionClaim) -> None:
+        txn = validate_transaction_id(transaction_id)
+        with self._write() as conn:
+            row = self._row(conn, txn)
+            if row is not None and row[0] == "tombstone":
+                raise ArtifactPublicationRejected(f"transaction {txn!r} is tombstoned")
+            if row is not None:
+                if (row[1], row[2]) == (claim.source_id, claim.content_sha256):
+                    return
+                raise OwnerConflictError(f"transaction {txn!r} holds another reference")
+            conn.execute(
+                f"INSERT INTO {TABLE} (transaction_id, kind, source_id, content_sha256, "
+                "reference_count, generation) VALUES (?, 'published', ?, ?, ?, 1)",
+                (txn, claim.source_id, claim.content_sha256, claim.reference_count),
+            )
+
+    def remove(self, transaction_id: str) -> None:
+        txn = validate_transaction_id(transaction_id)
+        with self._write() as conn:
+            row = self._row(conn, txn)
+            if row is None:
+                conn.execute(
+                    f"INSERT INTO {TABLE} (transaction_id, kind, generation) "
+                    "VALUES (?, 'tombstone', 1)",
+                    (txn,),
+                )
+            elif row[0] != "tombstone":
+                conn.execute(
+                    f"UPDATE {TABLE} SET kind = 'tombstone', source_id = NULL, "
+                    "content_sha256 = NULL, reference_count = NULL, "
+                    "generation = generation + 1 WHERE transaction_id = ?",
+                    (txn,),
+                )
+
+    @contextmanager
+    def inspect_fenced(self, transaction_id: str) -> Iterator[SQLiteObservation]:
+        txn = validate_transaction_id(transaction_id)
+        with self._write() as conn:
+            row = self._row(conn, txn)
+            if row is None:
+                observation = SQLiteObservation(
+                    transaction_id=txn, state=ObservedState.ABSENT, source_id=None,
+                    content_sha256=None, generation=0, sealed=False, connection=conn,
+                )
+            elif row[0] == "tombstone":
+                observation = SQLiteObservation(
+                    transaction_id=txn, state=ObservedState.ABSENT, source_id=None,
+                    content_sha256=None, generation=row[3], sealed=True, connection=conn,
+                )
+            else:
+                observation = SQLiteObservation(
+                    transaction_id=txn, state=ObservedState.PUBLISHED, source_id=row[1],
+                    content_sha256=row[2], generation=row[3], sealed=False, connection=conn,
+                )
+            yield observation
+
+    def generation(self, transaction_id: str) -> int:
+        """The current generation of an id (0 if never seen); for tests and audits."""
+        row = self._row(self._connection(), transaction_id)
+        return 0 if row is None else row[3]

@@ -1,0 +1,123 @@
+"""``toolswap journal verify|show`` as a user sees them."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+from toolswap.cli import main
+from toolswap.journal import ArtifactRetentionJournal
+
+from ..core._journal_support import make_artifact
+
+
+def _session(tmp_path: pathlib.Path) -> pathlib.Path:
+    session = tmp_path / "s1"
+    claim = make_artifact(session)
+    journal = ArtifactRetentionJournal(session)
+    journal.prepare(claim, "done")
+    journal.commit("done")
+    journal.prepare(claim, "open\u2028id")
+    return session
+
+
+def _corrupt_line_two(session: pathlib.Path) -> None:
+    path = session / "retention-leases.jsonl"
+    lines = path.read_bytes().split(b"\n")
+    lines[1] = lines[1].replace(b'"COMMITTED"', b'"RELEASED"')
+    path.write_bytes(b"\n".join(lines))
+
+
+def test_verify_reports_ok(tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
+    session = _session(tmp_path)
+    assert main(["journal", "verify", "--session", str(session)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("ok: 3 records, 2 transactions, 1 pending")
+
+
+def test_verify_json(tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
+    session = _session(tmp_path)
+    assert main(["journal", "verify", "--session", str(session), "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document == {"ok": True, "record_count": 3, "pending": 1, "torn_tail": None}
+
+
+def test_verify_names_the_first_bad_line_and_exits_2(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    session = _session(tmp_path)
+    _corrupt_line_two(session)
+    assert main(["journal", "verify", "--session", str(session)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.count("\n") == 1
+    assert "line 2" in captured.err and "hash" in captured.err
+    assert str(tmp_path) not in captured.err
+
+
+def test_verify_json_on_a_bad_journal(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    session = _session(tmp_path)
+    _corrupt_line_two(session)
+    assert main(["journal", "verify", "--session", str(session), "--json"]) == 2
+    document = json.loads(capsys.readouterr().out)
+    assert (document["ok"], document["line"], document["reason"]) == (False, 2, "hash")
+
+
+def test_verify_reports_a_torn_tail(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    session = _session(tmp_path)
+    with open(session / "retention-leases.jsonl", "ab") as handle:
+        handle.write(b'{"event')
+    assert main(["journal", "verify", "--session", str(session)]) == 0
+    assert "torn tail: 7 bytes (ignored)" in capsys.readouterr().out
+
+
+def test_verify_without_a_journal(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["journal", "verify", "--session", str(tmp_path / "none")]) == 0
+    assert capsys.readouterr().out.startswith("ok: 0 records")
+    assert not (tmp_path / "none").exists()
+
+
+def test_show_lists_transactions(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    session = _session(tmp_path)
+    assert main(["journal", "show", "--session", str(session)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("COMMITTED 'done' artifact:s1:tool_result_001.txt:")
+    assert out[1].startswith("PREPARED  'open\\u2028id'")
+    assert out[-1] == "3 records, 1 claimed digests, 1 pending"
+
+
+def test_show_json(tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
+    session = _session(tmp_path)
+    assert main(["journal", "show", "--session", str(session), "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["states"] == {"done": "COMMITTED", "open\u2028id": "PREPARED"}
+    assert document["pending_transaction_ids"] == ["open\u2028id"]
+    assert document["transactions"]["done"]["reference_count"] == 1
+    assert str(tmp_path) not in json.dumps(document)
+
+
+def test_default_session_comes_from_the_environment(tmp_path: pathlib.Path) -> None:
+    session = _session(tmp_path)
+    result = subprocess.run(
+        [sys.executable, "-m", "toolswap.cli", "journal", "verify"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "TOOLSWAP_SESSION_DIR": str(session)},
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("ok: 3 records")

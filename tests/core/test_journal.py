@@ -1,0 +1,567 @@
+"""Lease journal operations (DESIGN section 5): order, refusals, idempotence, concurrency.
+
+Invariants: S2 prepare before publish, S4 remove before release, S5 one terminal
+event, S6 append-only evidence, S1 via "PREPARED protects with no expiry".
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import pathlib
+import threading
+import time
+from typing import Any
+
+import pytest
+
+from toolswap.errors import ArtifactIntegrityError, ArtifactNotOwnedError, InvalidSourceId
+from toolswap.fs import OsFileSystem
+from toolswap.journal import (
+    ArtifactRetentionJournal,
+    DanglingReferenceError,
+    IllegalTransitionError,
+    JournalCorruptError,
+    JournalWriteError,
+    Phase,
+    TransactionExistsError,
+    UnknownTransactionError,
+)
+from toolswap.owner import ArtifactPublicationRejected, owner_publisher, owner_remover
+from toolswap.owners.memory import InMemoryOwner
+
+from ._journal_support import Clock, file_bytes, make_artifact, prepare_many
+
+
+class RecordingFS(OsFileSystem):
+    """The real seam, logging the protocol-relevant calls in order."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def write(self, handle: int, data: bytes) -> None:
+        self.calls.append("write")
+        super().write(handle, data)
+
+    def fsync(self, handle: int) -> None:
+        self.calls.append("fsync")
+        super().fsync(handle)
+
+    def fsync_dir(self, path: str) -> None:
+        self.calls.append("fsync_dir")
+        super().fsync_dir(path)
+
+    def ftruncate(self, handle: int, size: int) -> None:
+        self.calls.append(f"ftruncate:{size}")
+        super().ftruncate(handle, size)
+
+    def crash_point(self, name: str) -> None:
+        self.calls.append(name)
+
+
+class CountingReadFS(OsFileSystem):
+    def __init__(self) -> None:
+        self.bytes_read = 0
+
+    def pread(self, handle: int, size: int, offset: int) -> bytes:
+        data = super().pread(handle, size, offset)
+        self.bytes_read += len(data)
+        return data
+
+
+class FailingFsyncFS(OsFileSystem):
+    def fsync(self, handle: int) -> None:
+        raise OSError(5, "Input/output error")
+
+
+@pytest.fixture
+def session(tmp_path: pathlib.Path) -> pathlib.Path:
+    return tmp_path / "s1"
+
+
+# -- prepare --------------------------------------------------------------------------
+
+
+def test_prepare_appends_one_durable_record(session: pathlib.Path) -> None:
+    claim = make_artifact(session)
+    fs = RecordingFS()
+    journal = ArtifactRetentionJournal(session, fs=fs, clock=Clock(42.0))
+    txn = journal.prepare(claim, "t1")
+    assert (txn.transaction_id, txn.phase, txn.claim, txn.sequence, txn.time) == (
+        "t1", Phase.PREPARED, claim, 1, 42.0,
+    )
+    assert journal.path == str(session / "retention-leases.jsonl")
+    assert fs.calls == [
+        "journal.before_append", "write", "journal.before_fsync", "fsync", "fsync_dir",
+        "journal.after_fsync",
+    ]
+    assert journal.exists()
+
+
+def test_prepare_refuses_a_missing_artifact(session: pathlib.Path) -> None:
+    claim = make_artifact(session)
+    (session / "tool-results" / "tool_result_001.txt").unlink()
+    journal = ArtifactRetentionJournal(session)
+    with pytest.raises(DanglingReferenceError):
+        journal.prepare(claim, "t1")
+    assert not journal.exists()
+
+
+def test_prepare_refuses_a_digest_mismatch(session: pathlib.Path) -> None:
+    claim = make_artifact(session, b"original\n")
+    (session / "tool-results" / "tool_result_001.txt").write_bytes(b"tampered\n")
+    with pytest.raises(ArtifactIntegrityError):
+        ArtifactRetentionJournal(session).prepare(claim, "t1")
+    assert not (session / "retention-leases.jsonl").exists()
+
+
+def test_prepare_refuses_a_symlink_and_a_directory(session: pathlib.Path) -> None:
+    claim = make_artifact(session, b"x\n")
+    target = session / "elsewhere.txt"
+    target.write_bytes(b"x\n")
+    artifact = session / "tool-results" / "tool_result_001.txt"
+    artifact.unlink()
+    artifact.symlink_to(target)
+    journal = ArtifactRetentionJournal(session)
+    with pytest.raises(ArtifactNotOwnedError):
+        journal.prepare(claim, "t1")
+    artifact.unlink()
+    artifact.mkdir()
+    with pytest.raises(ArtifactNotOwnedError):
+        journal.prepare(claim, "t1")
+    assert not journal.exists()
+
+
+def test_prepare_refuses_a_symlinked_tool_results_dir(session: pathlib.Path) -> None:
+    real = session.parent / "real-results"
+    claim = make_artifact(session)
+    (session / "tool-results").rename(real)
+    (session / "tool-results").symlink_to(real)
+    with pytest.raises(ArtifactNotOwnedError):
+        ArtifactRetentionJournal(session).prepare(claim, "t1")
+
+
+def test_prepare_refuses_another_sessions_claim(tmp_path: pathlib.Path) -> None:
+    other = make_artifact(tmp_path / "other")
+    with pytest.raises(InvalidSourceId):
+        ArtifactRetentionJournal(tmp_path / "s1").prepare(other, "t1")
+
+
+def test_prepare_never_replays_an_id(session: pathlib.Path) -> None:
+    claim = make_artifact(session)
+    journal = ArtifactRetentionJournal(session)
+    journal.prepare(claim, "t1")
+    before = file_bytes(journal.path)
+    with pytest.raises(TransactionExistsError):
+        journal.prepare(claim, "t1")
+    assert file_bytes(journal.path) == before
+
+
+def test_prepare_generates_an_id_when_none_is_given(session: pathlib.Path) -> None:
+    claim = make_artifact(session)
+    txn = ArtifactRetentionJournal(session).prepare(claim)
+    assert len(txn.transaction_id) == 32
+
+
+# -- terminal transitions ---------------------------------------------------------------
+
+
+def test_terminal_operations_are_idempotent_and_refuse_illegal_moves(
+    session: pathlib.Path,
+) -> None:
+    claim = make_artifact(session)
+    journal = ArtifactRetentionJournal(session)
+    journal.prepare(claim, "c")
+    journal.prepare(claim, "a")
+    assert journal.commit("c").phase is Phase.COMMITTED
+    size = len(file_bytes(journal.path))
+    assert journal.commit("c").phase is Phase.COMMITTED  # no second record
+    assert len(file_bytes(journal.path)) == size
+    with pytest.raises(IllegalTransitionError):
+        journal.abort("c")
+    assert journal.abort("a").phase is Phase.ABORTED
+    assert journal.abort("a").phase is Phase.ABORTED
+    with pytest.raises(IllegalTransitionError):
+        journal.commit("a")
+    with pytest.raises(IllegalTransitionError):
+        journal.release("a")
+    assert journal.release("c").phase is Phase.RELEASED
+    assert journal.release("c").phase is Phase.RELEASED
+    with pytest.raises(IllegalTransitionError):
+        journal.commit("c")
+    with pytest.raises(UnknownTransactionError):
+        journal.commit("nope")
+    rec = ArtifactRetentionJournal(session).recover()
+    assert rec.record_count == 5
+    assert dict(rec.states) == {"c": Phase.RELEASED, "a": Phase.ABORTED}
+
+
+def test_release_of_a_prepared_lease_is_refused(session: pathlib.Path) -> None:
+    journal = ArtifactRetentionJournal(session)
+    journal.prepare(make_artifact(session), "p")
+    with pytest.raises(IllegalTransitionError):
+        journal.release("p")
+
+
+# -- publish_reference --------------------------------------------------------------------
+
+
+def test_publish_reference_prepares_publishes_commits_in_order(session: pathlib.Path) -> None:
+    claim = make_artifact(session)
+    fs = RecordingFS()
+    journal = ArtifactRetentionJournal(session, fs=fs)
+    seen: list[Any] = []
+
+    def publisher() -> str:
+        seen.append(ArtifactRetentionJournal(session).recover().states.get("t1"))
+        fs.calls.append("PUBLISH")
+        return "receipt"
+
+    txn, value = journal.publish_reference(claim, publisher, transaction_id="t1")
+    assert (txn.phase, value) == (Phase.COMMITTED, "receipt")
+    assert seen == [Phase.PREPARED], "S2: PREPARED is durable before the publisher runs"
+    order = [c for c in fs.calls if c in {"fsync", "PUBLISH", "publish.after_prepared",
+                                          "publish.after_owner_write"}]
+    assert order == ["fsync", "publish.after_prepared", "PUBLISH",
+                     "publish.after_owner_write", "fsync"]
+
+
+@pytest.mark.parametrize("phase", ["PREPARED", "COMMITTED", "ABORTED", "RELEASED"])
+def test_publish_reference_with_an_existing_id_raises_without_calling_or_writing(
+    session: pathlib.Path, phase: str
+) -> None:
+    claim = make_artifact(session)
+    journal = ArtifactRetentionJournal(session)
+    journal.prepare(claim, "t1")
+    if phase in {"COMMITTED", "RELEASED"}:
+        journal.commit("t1")
+    if phase == "RELEASED":
+        journal.release("t1")
+    if phase == "ABORTED":
+        journal.abort("t1")
+    before = file_bytes(journal.path)
+    calls: list[int] = []
+    with pytest.raises(TransactionExistsError):
+        ArtifactRetentionJournal(session).publish_reference(
+            claim, lambda: calls.append(1), transaction_id="t1"
+        )
+    assert calls == []
+    assert file_bytes(journal.path) == before
+
+
+@pytest.mark.parametrize("error", [TimeoutError, ConnectionError, OSError, RuntimeError])
+@pytest.mark.parametrize("when", ["before_write", "after_write"])
+def test_publisher_error_leaves_prepared_which_survives_restart_and_protects(
+    session: pathlib.Path, error: type[Exception], when: str
+) -> None:
+    claim = make_artifact(session, retain_until=10.0)  # long expired by ``now``
+    owner = InMemoryOwner()
+
+    def publisher() -> None:
+        if when == "after_write":
+            owner.publish("t1", claim)
+        raise error("the acknowledgement never arrived")
+
+    with pytest.raises(error):
+        ArtifactRetentionJournal(session).publish_reference(claim, publisher, transaction_id="t1")
+    rec = ArtifactRetentionJournal(session).recover(now=10**12)
+    assert rec.states["t1"] is Phase.PREPARED
+    assert rec.pending_transaction_ids == ("t1",)
+    protected = rec.active_claims(now=10**12)[claim.content_sha256]
+    assert protected.retain_until is None and protected.reference_count == 1
+    assert rec.claims[claim.content_sha256].retain_until is None
+
+
+def test_rejection_aborts_and_is_reraised(session: pathlib.Path) -> None:
+    claim = make_artifact(session)
+    journal = ArtifactRetentionJournal(session)
+
+    def publisher() -> None:
+        raise ArtifactPublicationRejected("refused before any write")
+
+    with pytest.raises(ArtifactPublicationRejected):
+        journal.publish_reference(claim, publisher, transaction_id="t1")
+    rec = ArtifactRetentionJournal(session).recover()
+    assert rec.states["t1"] is Phase.ABORTED
+    assert rec.pending_transaction_ids == () and dict(rec.claims) == {}
+
+
+def test_owner_helpers_publish_and_remove_under_the_journal_id(session: pathlib.Path) -> None:
+    claim = make_artifact(session)
+    owner = InMemoryOwner()
+    journal = ArtifactRetentionJournal(session)
+    journal.publish_reference(claim, owner_publisher(owner, "t1", claim), transaction_id="t1")
+    with owner.inspect_fenced("t1") as seen:
+        assert (seen.state.value, seen.source_id) == ("PUBLISHED", claim.source_id)
+    journal.remove_reference("t1", owner_remover(owner, "t1"))
+    with owner.inspect_fenced("t1") as seen:
+        assert (seen.state.value, seen.sealed) == ("ABSENT", True)
+    assert journal.recover().states["t1"] is Phase.RELEASED
+
+
+# -- remove_reference -----------------------------------------------------------------------
+
+
+def test_remove_reference_removes_first_then_releases(session: pathlib.Path) -> None:
+    claim = make_artifact(session)
+    journal = ArtifactRetentionJournal(session)
+    journal.prepare(claim, "t1")
+    journal.commit("t1")
+    seen: list[Phase] = []
+
+    def remover() -> str:
+        seen.append(ArtifactRetentionJournal(session).recover().states["t1"])
+        return "gone"
+
+    assert journal.remove_reference("t1", remover) == "gone"
+    assert seen == [Phase.COMMITTED], "S4: RELEASED only after the owner removed it"
+    assert journal.recover().states["t1"] is Phase.RELEASED
+    assert journal.remove_reference("t1", lambda: pytest.fail("called again")) is None
+
+
+def test_failed_removal_keeps_the_lease_committed(session: pathlib.Path) -> None:
+    claim = make_artifact(session)
+    journal = ArtifactRetentionJournal(session)
+    journal.prepare(claim, "t1")
+    journal.commit("t1")
+
+    def remover() -> None:
+        raise ConnectionError("owner down")
+
+    with pytest.raises(ConnectionError):
+        journal.remove_reference("t1", remover)
+    rec = ArtifactRetentionJournal(session).recover()
+    assert rec.states["t1"] is Phase.COMMITTED
+    assert claim.content_sha256 in rec.active_claims()
+
+
+def test_remove_reference_of_a_prepared_lease_is_refused(session: pathlib.Path) -> None:
+    journal = ArtifactRetentionJournal(session)
+    journal.prepare(make_artifact(session), "t1")
+    with pytest.raises(IllegalTransitionError):
+        journal.remove_reference("t1", lambda: pytest.fail("must not run"))
+
+
+# -- recovery view ----------------------------------------------------------------------------
+
+
+def test_claims_aggregate_by_digest_and_expire(session: pathlib.Path) -> None:
+    a = make_artifact(session, b"same\n", 1, retain_until=100.0, reference_count=2)
+    b = make_artifact(session, b"same\n", 2, retain_until=200.0)
+    c = make_artifact(session, b"other\n", 3, retain_until=50.0)
+    journal = ArtifactRetentionJournal(session, clock=Clock(0.0))
+    for txn, claim in (("a", a), ("b", b), ("c", c), ("gone", c), ("aborted", c)):
+        journal.prepare(claim, txn)
+    for txn in ("a", "b", "c", "gone"):
+        journal.commit(txn)
+    journal.release("gone")
+    journal.abort("aborted")
+    rec = journal.recover(now=150.0)
+    same = rec.claims[a.content_sha256]
+    assert (same.reference_count, same.retain_until) == (3, 200.0)
+    assert same.source_id == a.source_id
+    assert set(rec.claims_by_source) == {a.source_id, b.source_id, c.source_id}
+    active = rec.active_claims()  # at observed_at = 150
+    assert set(active) == {a.content_sha256}
+    assert (active[a.content_sha256].reference_count, active[a.content_sha256].retain_until) == (
+        1, 200.0,
+    )
+    assert set(rec.active_claims(now=40.0)) == {a.content_sha256, c.content_sha256}
+    assert rec.active_claims(now=40.0)[a.content_sha256].reference_count == 3
+    assert set(rec.active_claims_by_source(now=150.0)) == {b.source_id}
+    assert rec.active_claims(now=250.0) == {}
+
+
+def test_time_is_injectable(session: pathlib.Path) -> None:
+    claim = make_artifact(session)
+    clock = Clock(5.0)
+    journal = ArtifactRetentionJournal(session, clock=clock)
+    assert journal.prepare(claim, "t1").time == 5.0
+    assert journal.commit("t1", now=7.5).time == 7.5
+    assert journal.recover().observed_at == 5.0
+    assert journal.recover(now=9.0).observed_at == 9.0
+
+
+def test_torn_tail_is_reported_then_durably_cut_before_the_next_append(
+    session: pathlib.Path,
+) -> None:
+    claim = make_artifact(session)
+    journal = ArtifactRetentionJournal(session)
+    journal.prepare(claim, "t1")
+    good = file_bytes(journal.path)
+    with open(journal.path, "ab") as handle:
+        handle.write(b'{"event_sha256":"12')
+    fs = RecordingFS()
+    fresh = ArtifactRetentionJournal(session, fs=fs)
+    rec = fresh.recover()
+    assert rec.torn_tail is not None and rec.torn_tail.to_dict() == {
+        "offset": len(good), "length": 19,
+    }
+    assert rec.record_count == 1
+    fresh.commit("t1")
+    cut = fs.calls.index(f"ftruncate:{len(good)}")
+    assert fs.calls[cut + 1] == "fsync" and fs.calls.index("write") > cut + 1
+    assert fs.calls[cut - 1] == "journal.before_truncate"
+    after = ArtifactRetentionJournal(session).recover()
+    assert after.torn_tail is None and after.states["t1"] is Phase.COMMITTED
+
+
+def test_append_reads_only_new_bytes(session: pathlib.Path) -> None:
+    """O(1) appends (DESIGN section 11): an own append re-reads nothing of the journal."""
+    content = b"abc\n"
+    claim = make_artifact(session, content)
+    fs = CountingReadFS()
+    journal = ArtifactRetentionJournal(session, fs=fs)
+    for i in range(50):
+        journal.prepare(claim, f"t{i}")
+    fs.bytes_read = 0
+    journal.prepare(claim, "last")
+    assert fs.bytes_read == len(content), "only the artifact is hashed"
+    other = ArtifactRetentionJournal(session)
+    other.commit("last")
+    appended = len(file_bytes(journal.path).split(b"\n")[-2]) + 1
+    fs.bytes_read = 0
+    with journal.locked_state() as rec:
+        assert rec.states["last"] is Phase.COMMITTED
+    assert fs.bytes_read == appended, "another writer's record is read, nothing else"
+
+
+def test_in_place_tampering_is_caught_by_recover(session: pathlib.Path) -> None:
+    claim = make_artifact(session)
+    journal = ArtifactRetentionJournal(session)
+    journal.prepare(claim, "t1")
+    journal.commit("t1")
+    data = bytearray(file_bytes(journal.path))
+    data[30] ^= 0x01
+    pathlib.Path(journal.path).write_bytes(bytes(data))
+    with pytest.raises(JournalCorruptError) as info:
+        journal.recover()
+    assert info.value.line_number == 1
+    with pytest.raises(JournalCorruptError):
+        journal.prepare(claim, "t2")
+
+
+def test_a_replaced_shorter_journal_is_refused(session: pathlib.Path) -> None:
+    claim = make_artifact(session)
+    journal = ArtifactRetentionJournal(session)
+    journal.prepare(claim, "t1")
+    prefix = file_bytes(journal.path)
+    journal.commit("t1")
+    replacement = session / "new.jsonl"
+    replacement.write_bytes(prefix)
+    os.replace(replacement, journal.path)  # a valid, shorter journal: evidence lost
+    with pytest.raises(JournalCorruptError) as info:
+        journal.prepare(claim, "t2")
+    assert info.value.reason == "rewritten"
+    with pytest.raises(JournalCorruptError):
+        journal.commit("t1")
+
+
+def test_a_truncated_verified_journal_is_refused(session: pathlib.Path) -> None:
+    claim = make_artifact(session)
+    journal = ArtifactRetentionJournal(session)
+    journal.prepare(claim, "t1")
+    journal.commit("t1")
+    os.truncate(journal.path, 10)
+    with pytest.raises(JournalCorruptError) as info:
+        journal.commit("t1")
+    assert info.value.reason == "shrank"
+    os.unlink(journal.path)
+    with pytest.raises(JournalCorruptError):
+        journal.recover()
+
+
+def test_failed_fsync_is_an_environment_failure(session: pathlib.Path) -> None:
+    claim = make_artifact(session)
+    with pytest.raises(JournalWriteError) as info:
+        ArtifactRetentionJournal(session, fs=FailingFsyncFS()).prepare(claim, "t1")
+    assert isinstance(info.value.__cause__, OSError)
+
+
+def test_missing_journal_recovers_empty_without_creating_anything(
+    tmp_path: pathlib.Path,
+) -> None:
+    session = tmp_path / "nothing-here"
+    journal = ArtifactRetentionJournal(session)
+    rec = journal.recover()
+    assert (rec.record_count, dict(rec.states), rec.torn_tail) == (0, {}, None)
+    assert not journal.exists() and not session.exists()
+
+
+def test_a_journal_of_another_session_name_is_refused(tmp_path: pathlib.Path) -> None:
+    first = tmp_path / "s1"
+    ArtifactRetentionJournal(first).prepare(make_artifact(first), "t1")
+    second = tmp_path / "s2"
+    second.mkdir()
+    (second / "retention-leases.jsonl").write_bytes(file_bytes(first / "retention-leases.jsonl"))
+    with pytest.raises(JournalCorruptError) as info:
+        ArtifactRetentionJournal(second)
+    assert (info.value.line_number, info.value.reason) == (1, "session")
+
+
+# -- locking and concurrency --------------------------------------------------------------------
+
+
+def test_locked_state_excludes_prepare_until_it_ends(session: pathlib.Path) -> None:
+    claim = make_artifact(session)
+    journal = ArtifactRetentionJournal(session)
+    journal.prepare(claim, "t0")
+    done = threading.Event()
+
+    def other() -> None:
+        ArtifactRetentionJournal(session).prepare(claim, "t1")
+        done.set()
+
+    with journal.locked_state(now=3.0) as rec:
+        assert rec.observed_at == 3.0 and rec.pending_transaction_ids == ("t0",)
+        worker = threading.Thread(target=other)
+        worker.start()
+        assert not done.wait(0.3), "prepare must wait for the session lock"
+        assert journal.recover().states == {"t0": Phase.PREPARED}  # re-entrant inside
+    worker.join(10)
+    assert done.is_set()
+    assert set(journal.recover().states) == {"t0", "t1"}
+
+
+def _assert_one_chain(session: pathlib.Path, expected: set[str]) -> None:
+    rec = ArtifactRetentionJournal(session).recover()
+    assert rec.record_count == len(expected)
+    assert set(rec.states) == expected
+    data = file_bytes(session / "retention-leases.jsonl")
+    assert data.count(b"\n") == len(expected)
+
+
+def test_threads_share_one_chain(session: pathlib.Path) -> None:
+    claim = make_artifact(session)
+    shared = ArtifactRetentionJournal(session)
+
+    def work(worker: int) -> None:
+        own = ArtifactRetentionJournal(session)
+        for i in range(25):
+            (shared if i % 2 else own).prepare(claim, f"w{worker}-{i}")
+
+    threads = [threading.Thread(target=work, args=(w,)) for w in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    _assert_one_chain(session, {f"w{w}-{i}" for w in range(8) for i in range(25)})
+
+
+@pytest.mark.slow
+def test_four_processes_fifty_prepares_each_make_one_chain(session: pathlib.Path) -> None:
+    make_artifact(session, b"shared artifact\n")
+    context = multiprocessing.get_context("spawn")
+    workers = [
+        context.Process(target=prepare_many, args=(str(session), w, 50)) for w in range(4)
+    ]
+    started = time.monotonic()
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(120)
+    assert [w.exitcode for w in workers] == [0, 0, 0, 0]
+    assert time.monotonic() - started < 120
+    _assert_one_chain(session, {f"w{w}-{i}" for w in range(4) for i in range(50)})
+    rec = ArtifactRetentionJournal(session).recover()
+    assert rec.record_count == 200

@@ -1,0 +1,202 @@
+"""The owner protocol (DESIGN section 6) against both reference adapters.
+
+Each test states one promise of :mod:`toolswap.owner` (O1-O7) and runs it
+against ``InMemoryOwner`` and ``SQLiteOwner``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import pathlib
+import sqlite3
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import attrs
+import pytest
+
+from toolswap.domain import ArtifactRetentionClaim
+from toolswap.errors import UsageError
+from toolswap.owner import (
+    ArtifactPublicationRejected,
+    ArtifactReferenceOwner,
+    ObservedState,
+    OwnerConflictError,
+)
+from toolswap.owners.memory import InMemoryOwner
+from toolswap.owners.sqlite import SQLiteOwner
+
+from ._journal_support import sqlite_publish_many
+
+DIGEST = "ab" * 32
+CLAIM = ArtifactRetentionClaim(
+    source_id="artifact:s1:tool_result_001.txt:" + DIGEST[:12], content_sha256=DIGEST
+)
+OTHER = ArtifactRetentionClaim(
+    source_id="artifact:s1:tool_result_002.txt:" + DIGEST[:12], content_sha256=DIGEST
+)
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def owner(request: pytest.FixtureRequest, tmp_path: pathlib.Path) -> Iterator[Any]:
+    if request.param == "memory":
+        yield InMemoryOwner()
+    else:
+        with SQLiteOwner(tmp_path / "owner.db") as db:
+            yield db
+
+
+def _observe(owner: Any, txn: str) -> Any:
+    with owner.inspect_fenced(txn) as seen:
+        return attrs.evolve(seen)
+
+
+def test_adapters_satisfy_the_protocol(owner: Any) -> None:
+    assert isinstance(owner, ArtifactReferenceOwner)
+
+
+def test_o1_publish_is_visible_with_identity_and_generation(owner: Any) -> None:
+    owner.publish("t1", CLAIM)
+    seen = _observe(owner, "t1")
+    assert (seen.state, seen.source_id, seen.content_sha256, seen.generation, seen.sealed) == (
+        ObservedState.PUBLISHED, CLAIM.source_id, DIGEST, 1, False,
+    )
+
+
+def test_o1_republishing_the_same_identity_is_a_no_op(owner: Any) -> None:
+    owner.publish("t1", CLAIM)
+    owner.publish("t1", CLAIM)
+    assert _observe(owner, "t1").generation == 1
+
+
+def test_o1_another_identity_under_an_id_is_a_conflict_and_writes_nothing(owner: Any) -> None:
+    owner.publish("t1", CLAIM)
+    with pytest.raises(OwnerConflictError):
+        owner.publish("t1", OTHER)
+    assert _observe(owner, "t1").source_id == CLAIM.source_id
+
+
+def test_never_seen_id_is_an_unsealed_absence_at_generation_zero(owner: Any) -> None:
+    seen = _observe(owner, "nobody")
+    assert (seen.state, seen.generation, seen.sealed) == (ObservedState.ABSENT, 0, False)
+
+
+def test_o3_o6_seal_by_cas_advances_generation_and_refuses_later_publish(owner: Any) -> None:
+    with owner.inspect_fenced("t1") as seen:
+        assert seen.seal_absence() is True
+    after = _observe(owner, "t1")
+    assert (after.state, after.sealed, after.generation) == (ObservedState.ABSENT, True, 1)
+    with pytest.raises(ArtifactPublicationRejected):
+        owner.publish("t1", CLAIM)
+    assert _observe(owner, "t1").generation == 1
+
+
+def test_o6_seal_with_a_moved_generation_writes_nothing(owner: Any) -> None:
+    with owner.inspect_fenced("t1") as seen:
+        assert attrs.evolve(seen, generation=5).seal_absence() is False
+    assert _observe(owner, "t1") == _observe(owner, "t1")
+    assert _observe(owner, "t1").sealed is False
+    owner.publish("t1", CLAIM)  # nothing was tombstoned
+
+
+def test_o6_seal_is_only_for_an_unsealed_absence(owner: Any) -> None:
+    owner.publish("t1", CLAIM)
+    with owner.inspect_fenced("t1") as seen, pytest.raises(UsageError):
+        seen.seal_absence()
+    owner.remove("t1")
+    with owner.inspect_fenced("t1") as seen, pytest.raises(UsageError):
+        seen.seal_absence()
+
+
+def test_o4_remove_leaves_a_tombstone_and_is_idempotent(owner: Any) -> None:
+    owner.publish("t1", CLAIM)
+    owner.remove("t1")
+    owner.remove("t1")
+    seen = _observe(owner, "t1")
+    assert (seen.state, seen.sealed, seen.generation) == (ObservedState.ABSENT, True, 2)
+    with pytest.raises(ArtifactPublicationRejected):
+        owner.publish("t1", CLAIM)
+
+
+def test_o5_the_fence_excludes_publication_of_that_id(owner: Any) -> None:
+    published = threading.Event()
+
+    def late_writer() -> None:
+        with contextlib.suppress(ArtifactPublicationRejected):
+            owner.publish("t1", CLAIM)
+        published.set()
+
+    with owner.inspect_fenced("t1") as seen:
+        writer = threading.Thread(target=late_writer)
+        writer.start()
+        assert not published.wait(0.3), "a publish got through the fence"
+        assert seen.seal_absence() is True
+    writer.join(10)
+    assert published.is_set()
+    assert _observe(owner, "t1").sealed is True, "the late write was refused by the tombstone"
+
+
+def test_sqlite_tombstone_and_reference_survive_reopen(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "owner.db"
+    with SQLiteOwner(path) as first:
+        first.publish("kept", CLAIM)
+        with first.inspect_fenced("sealed") as seen:
+            assert seen.seal_absence()
+    with SQLiteOwner(path, create=False) as second:
+        assert _observe(second, "kept").state is ObservedState.PUBLISHED
+        assert _observe(second, "sealed").sealed is True
+        with pytest.raises(ArtifactPublicationRejected):
+            second.publish("sealed", CLAIM)
+
+
+def test_sqlite_is_durable_wal_with_full_sync(tmp_path: pathlib.Path) -> None:
+    owner = SQLiteOwner(tmp_path / "owner.db")
+    conn = owner._connection()
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert conn.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
+    owner.close()
+
+
+def test_sqlite_fence_is_a_real_write_transaction(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "owner.db"
+    owner = SQLiteOwner(path)
+    outsider = sqlite3.connect(path, timeout=0.1, isolation_level=None)
+    with owner.inspect_fenced("t1"), pytest.raises(sqlite3.OperationalError):
+        outsider.execute("BEGIN IMMEDIATE")
+    outsider.execute("BEGIN IMMEDIATE")
+    outsider.execute("ROLLBACK")
+    outsider.close()
+    owner.close()
+
+
+def test_sqlite_refuses_a_missing_database_when_not_creating(tmp_path: pathlib.Path) -> None:
+    with pytest.raises(UsageError):
+        SQLiteOwner(tmp_path / "typo.db", create=False)
+    assert not (tmp_path / "typo.db").exists()
+    sqlite3.connect(tmp_path / "empty.db").execute("CREATE TABLE other (x)").connection.close()
+    with pytest.raises(UsageError):
+        SQLiteOwner(tmp_path / "empty.db", create=False)
+
+
+@pytest.mark.slow
+def test_sqlite_several_processes_share_one_file(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "owner.db"
+    SQLiteOwner(path).close()
+    context = multiprocessing.get_context("spawn")
+    workers = [
+        context.Process(
+            target=sqlite_publish_many, args=(str(path), w, 25, CLAIM.source_id, DIGEST)
+        )
+        for w in range(4)
+    ]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(120)
+    assert [w.exitcode for w in workers] == [0, 0, 0, 0]
+    with SQLiteOwner(path) as owner:
+        for w in range(4):
+            for i in range(25):
+                assert _observe(owner, f"p{w}-{i}").state is ObservedState.PUBLISHED
