@@ -1,0 +1,997 @@
+"""Two-phase, fail-closed cleanup of a session's ``tool-results/`` (DESIGN section 7).
+
+Theory of operation
+-------------------
+Cleanup is a **plan** (read-only) followed by an **apply** (the only step that
+deletes).  Nothing is deleted on doubt: every question whose answer is not a
+clear "this is our own unreferenced, old, unchanged orphan" keeps the file.
+
+Plan (:func:`plan_cleanup`, :func:`plan_cleanup_from_journal`):
+
+1. ``lstat`` ``tool-results/``; a symlink or non-directory refuses (S7).
+2. ``lstat`` every entry; stream a SHA-256 of every regular artifact file
+   (1 MiB chunks), freezing a snapshot (size, mtime_ns, device, inode).
+3. Decide one status per entry, first match wins:
+
+   =====================  ====================================================
+   ``denied``             not ours: a symlink (never followed), a directory,
+                          any non-regular entry, a name that is not
+                          ``tool_result_NNN.txt``
+   ``retained_unknown``   an artifact name we cannot vouch for: another uid,
+                          unreadable, or changed while it was hashed
+   ``retained_corrupt``   an active claim names it, and a claim's digest
+                          disagrees with the file's bytes
+   ``retained_referenced`` active claims name it and their digests match
+   ``retained_recent``    younger than ``orphan_ttl_seconds`` (or from the future)
+   ``retained_limit``     an orphan past the TTL, beyond ``max_deletions``
+                          (oldest orphans are planned first)
+   ``planned_delete``     an orphan past the TTL, within the limit
+   =====================  ====================================================
+
+   A claim whose file is gone is reported as ``missing_referenced``: a
+   dangling pointer someone must hear about.  A claim for another session
+   never maps to a path (S7); it is listed in ``foreign_claims`` and ignored.
+
+Apply (:func:`apply_cleanup`, :func:`apply_cleanup_from_journal`):
+
+1. Refuse a hostile plan (odd names, duplicates, another session or root,
+   more planned deletions than the plan's own limit) before touching anything.
+2. Take the session lock -- the same lock ``prepare`` takes -- and obtain the
+   **current** claims inside it (the journal-aware form re-reads the journal
+   there; the raw form refuses if the session has a journal at all).
+3. For each ``planned_delete`` entry, still inside the lock: a current claim
+   keeps it; re-check file type (``lstat``, never through a symlink), owner,
+   snapshot, age and the **full** streamed digest.  Any change is
+   ``race_detected``; a vanished file is ``already_missing``.
+4. Unlink; after the last unlink fsync the directory once; release the lock.
+
+A plan is only a list of candidates: apply trusts nothing in it but the name
+(validated again) and the expected facts it compares against.  Applying the
+same plan twice never deletes more (the second run finds ``already_missing``).
+A dry run (``policy.dry_run``) re-validates and reports ``dry_run`` for what
+would be deleted, and deletes nothing.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import math
+import os
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, Protocol
+
+import attrs
+
+from .domain import ArtifactRetentionClaim, is_artifact_filename, parse_source_id
+from .errors import CorruptStateError, EnvironmentFailure, UsageError
+from .fs import REAL_FS, FileFacts, FileSystem
+from .journal_format import Phase
+from .session import TOOL_RESULTS, SessionPaths
+
+if TYPE_CHECKING:
+    from .journal import ArtifactRetentionJournal, Recovery
+
+__all__ = [
+    "ArtifactCleanupPolicy",
+    "CleanupPlan",
+    "CleanupReport",
+    "PlanEntry",
+    "ReportEntry",
+    "FileSnapshot",
+    "ScanProgress",
+    "CleanupRefused",
+    "HostilePlanError",
+    "JournalRequiredError",
+    "PLAN_STATUSES",
+    "APPLY_STATUSES",
+    "plan_cleanup",
+    "apply_cleanup",
+    "plan_cleanup_from_journal",
+    "apply_cleanup_from_journal",
+    "cleanup_session",
+    "cleanup_session_from_journal",
+]
+
+CHUNK_SIZE = 1024 * 1024
+PLAN_VERSION = 1
+
+RETAINED_REFERENCED = "retained_referenced"
+RETAINED_RECENT = "retained_recent"
+RETAINED_LIMIT = "retained_limit"
+RETAINED_UNKNOWN = "retained_unknown"
+DENIED = "denied"
+RETAINED_CORRUPT = "retained_corrupt"
+MISSING_REFERENCED = "missing_referenced"
+PLANNED_DELETE = "planned_delete"
+
+DELETED = "deleted"
+RACE_DETECTED = "race_detected"
+ALREADY_MISSING = "already_missing"
+DRY_RUN = "dry_run"
+
+PLAN_STATUSES = frozenset(
+    {
+        RETAINED_REFERENCED,
+        RETAINED_RECENT,
+        RETAINED_LIMIT,
+        RETAINED_UNKNOWN,
+        DENIED,
+        RETAINED_CORRUPT,
+        MISSING_REFERENCED,
+        PLANNED_DELETE,
+    }
+)
+APPLY_STATUSES = frozenset(
+    {
+        DELETED,
+        RACE_DETECTED,
+        ALREADY_MISSING,
+        DRY_RUN,
+        RETAINED_REFERENCED,
+        RETAINED_CORRUPT,
+        RETAINED_RECENT,
+        RETAINED_UNKNOWN,
+    }
+)
+
+
+# -- errors ----------------------------------------------------------------------
+
+
+class CleanupRefused(CorruptStateError):
+    """Durable state leaves doubt (corrupt journal, odd ``tool-results``): nothing is deleted."""
+
+
+class HostilePlanError(UsageError):
+    """A plan that cleanup did not make for this session: odd names, another session or root."""
+
+
+class JournalRequiredError(UsageError):
+    """The session has a lease journal; only the journal-aware cleanup may run (S1)."""
+
+
+# -- policy ----------------------------------------------------------------------
+
+
+def _check_ttl(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value < 0
+    ):
+        raise UsageError(f"orphan_ttl_seconds must be a finite number >= 0, got {value!r}")
+
+
+def _check_limit(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise UsageError(f"max_deletions must be an integer >= 0, got {value!r}")
+
+
+def _check_bool(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if not isinstance(value, bool):
+        raise UsageError(f"{attribute.name} must be True or False, got {value!r}")
+
+
+@attrs.frozen(kw_only=True)
+class ArtifactCleanupPolicy:
+    """How much cleanup may do; the defaults keep a day and only report (``dry_run``)."""
+
+    orphan_ttl_seconds: float = attrs.field(default=86400, validator=_check_ttl)
+    max_deletions: int = attrs.field(default=100, validator=_check_limit)
+    dry_run: bool = attrs.field(default=True, validator=_check_bool)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "orphan_ttl_seconds": self.orphan_ttl_seconds,
+            "max_deletions": self.max_deletions,
+            "dry_run": self.dry_run,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ArtifactCleanupPolicy:
+        _exact_keys(data, cls.__name__, {"orphan_ttl_seconds", "max_deletions", "dry_run"})
+        return cls(
+            orphan_ttl_seconds=data["orphan_ttl_seconds"],
+            max_deletions=data["max_deletions"],
+            dry_run=data["dry_run"],
+        )
+
+
+# -- plan and report values -------------------------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class FileSnapshot:
+    """The facts apply compares before it deletes; any difference is a race."""
+
+    size: int
+    mtime_ns: int
+    device: int
+    inode: int
+
+    @classmethod
+    def of(cls, facts: FileFacts) -> FileSnapshot:
+        return cls(size=facts.size, mtime_ns=facts.mtime_ns, device=facts.device, inode=facts.inode)
+
+    def to_dict(self) -> dict[str, int]:
+        return {
+            "size": self.size,
+            "mtime_ns": self.mtime_ns,
+            "device": self.device,
+            "inode": self.inode,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> FileSnapshot:
+        _exact_keys(data, cls.__name__, {"size", "mtime_ns", "device", "inode"})
+        values = {key: data[key] for key in ("size", "mtime_ns", "device", "inode")}
+        for key, value in values.items():
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise HostilePlanError(f"snapshot {key} must be an integer, got {value!r}")
+        return cls(**values)
+
+
+@attrs.frozen(kw_only=True)
+class PlanEntry:
+    """One decision of a plan: a file name (never a path), a status and why."""
+
+    name: str
+    status: str
+    reason: str
+    snapshot: FileSnapshot | None = None
+    sha256: str | None = None
+    reference_count: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "status": self.status,
+            "reason": self.reason,
+            "snapshot": None if self.snapshot is None else self.snapshot.to_dict(),
+            "sha256": self.sha256,
+            "reference_count": self.reference_count,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> PlanEntry:
+        keys = {"name", "status", "reason", "snapshot", "sha256", "reference_count"}
+        _exact_keys(data, cls.__name__, keys)
+        snapshot = data["snapshot"]
+        return cls(
+            name=data["name"],
+            status=data["status"],
+            reason=data["reason"],
+            snapshot=None if snapshot is None else FileSnapshot.from_dict(snapshot),
+            sha256=data["sha256"],
+            reference_count=data["reference_count"],
+        )
+
+
+@attrs.frozen(kw_only=True)
+class CleanupPlan:
+    """The read-only half of cleanup: what apply may delete, and why the rest stays."""
+
+    session_id: str
+    directory: tuple[int, int] | None  # (device, inode) of tool-results/, None if absent
+    planned_at: float
+    policy: ArtifactCleanupPolicy
+    entries: tuple[PlanEntry, ...]
+    foreign_claims: tuple[str, ...] = ()
+    journal_aware: bool = False
+
+    @property
+    def counts(self) -> dict[str, int]:
+        return _count(entry.status for entry in self.entries)
+
+    @property
+    def planned(self) -> tuple[PlanEntry, ...]:
+        return tuple(entry for entry in self.entries if entry.status == PLANNED_DELETE)
+
+    def entry(self, name: str) -> PlanEntry:
+        for candidate in self.entries:
+            if candidate.name == name:
+                return candidate
+        raise KeyError(name)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "version": PLAN_VERSION,
+            "session_id": self.session_id,
+            "directory": None if self.directory is None else list(self.directory),
+            "planned_at": self.planned_at,
+            "policy": self.policy.to_dict(),
+            "journal_aware": self.journal_aware,
+            "counts": self.counts,
+            "entries": [entry.to_dict() for entry in self.entries],
+            "foreign_claims": list(self.foreign_claims),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> CleanupPlan:
+        keys = {
+            "version",
+            "session_id",
+            "directory",
+            "planned_at",
+            "policy",
+            "journal_aware",
+            "counts",
+            "entries",
+            "foreign_claims",
+        }
+        _exact_keys(data, cls.__name__, keys)
+        if data["version"] != PLAN_VERSION:
+            raise HostilePlanError(f"unsupported plan version {data['version']!r}")
+        directory = data["directory"]
+        if directory is not None:
+            if not isinstance(directory, list | tuple) or len(directory) != 2:
+                raise HostilePlanError(f"plan directory must be [device, inode], got {directory!r}")
+            directory = (directory[0], directory[1])
+        plan = cls(
+            session_id=data["session_id"],
+            directory=directory,
+            planned_at=data["planned_at"],
+            policy=ArtifactCleanupPolicy.from_dict(data["policy"]),
+            entries=tuple(PlanEntry.from_dict(entry) for entry in data["entries"]),
+            foreign_claims=tuple(data["foreign_claims"]),
+            journal_aware=bool(data["journal_aware"]),
+        )
+        _check_plan_shape(plan)
+        return plan
+
+
+@attrs.frozen(kw_only=True)
+class ReportEntry:
+    """What apply did to one planned entry."""
+
+    name: str
+    status: str
+    reason: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"name": self.name, "status": self.status, "reason": self.reason}
+
+
+@attrs.frozen(kw_only=True)
+class CleanupReport:
+    """The outcome of apply: one entry per ``planned_delete`` entry of the plan."""
+
+    session_id: str
+    applied_at: float
+    dry_run: bool
+    entries: tuple[ReportEntry, ...]
+
+    @property
+    def counts(self) -> dict[str, int]:
+        return _count(entry.status for entry in self.entries)
+
+    @property
+    def deleted(self) -> tuple[str, ...]:
+        return tuple(entry.name for entry in self.entries if entry.status == DELETED)
+
+    def entry(self, name: str) -> ReportEntry:
+        for candidate in self.entries:
+            if candidate.name == name:
+                return candidate
+        raise KeyError(name)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "session_id": self.session_id,
+            "applied_at": self.applied_at,
+            "dry_run": self.dry_run,
+            "counts": self.counts,
+            "entries": [entry.to_dict() for entry in self.entries],
+        }
+
+
+@attrs.frozen(kw_only=True)
+class ScanProgress:
+    """Handed to a planning ``progress`` callback after each chunk and each file."""
+
+    files_done: int
+    files_total: int
+    bytes_done: int
+    bytes_total: int
+
+
+Progress = Callable[[ScanProgress], None]
+
+
+def _count(statuses: Iterable[str]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for status in statuses:
+        counts[status] = counts.get(status, 0) + 1
+    return dict(sorted(counts.items()))
+
+
+def _exact_keys(data: object, what: str, keys: set[str]) -> None:
+    if not isinstance(data, Mapping):
+        raise HostilePlanError(f"{what}.from_dict wants a mapping, got {type(data).__name__}")
+    if set(data) != keys:
+        raise HostilePlanError(
+            f"{what}.from_dict: missing {sorted(keys - set(data))}, "
+            f"unknown {sorted(set(data) - keys)}"
+        )
+
+
+# -- claims ------------------------------------------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class _ClaimIndex:
+    """Active claims of this session by file name: {name: {digest: reference count}}."""
+
+    by_name: Mapping[str, Mapping[str, int]]
+    foreign: tuple[str, ...]
+
+
+def _index_claims(
+    paths: SessionPaths, claims: Iterable[ArtifactRetentionClaim], now: float
+) -> _ClaimIndex:
+    by_name: dict[str, dict[str, int]] = {}
+    foreign: list[str] = []
+    for claim in claims:
+        if not isinstance(claim, ArtifactRetentionClaim):
+            raise UsageError(f"claims must be ArtifactRetentionClaim, got {type(claim).__name__}")
+        parsed = parse_source_id(claim.source_id)
+        if parsed.session_id != paths.session_id:
+            foreign.append(claim.source_id)  # S7: never becomes a path
+            continue
+        if claim.retain_until is not None and claim.retain_until <= now:
+            continue  # an expired raw claim no longer protects
+        digests = by_name.setdefault(parsed.filename, {})
+        digests[claim.content_sha256] = digests.get(claim.content_sha256, 0) + claim.reference_count
+    return _ClaimIndex(by_name=by_name, foreign=tuple(sorted(set(foreign))))
+
+
+def _claim_verdict(digests: Mapping[str, int] | None, sha256: str) -> tuple[str, str, int] | None:
+    """(status, reason, reference count) if claims decide the file, else None."""
+    if not digests:
+        return None
+    count = sum(digests.values())
+    if set(digests) != {sha256}:
+        return (
+            RETAINED_CORRUPT,
+            f"a claim's digest disagrees with the file (file {sha256[:12]}..., "
+            f"claims {', '.join(d[:12] + '...' for d in sorted(digests))})",
+            count,
+        )
+    return RETAINED_REFERENCED, f"{count} active reference(s), digest matches", count
+
+
+# -- hashing -------------------------------------------------------------------------
+
+
+class _Hashed(Protocol):
+    def __call__(self, done: int) -> None: ...
+
+
+def _stream_sha256(
+    fs: FileSystem, path: str, expected: FileFacts, on_chunk: _Hashed | None = None
+) -> str | None:
+    """The SHA-256 of ``path`` if it is still the file ``expected`` describes, else None.
+
+    Opens without following a symlink, checks that the open file is the one that
+    was ``lstat``-ed, streams it in 1 MiB chunks, and checks it did not change
+    while it was read.
+    """
+    handle = fs.open_read(path)
+    try:
+        opened = fs.fstat(handle)
+        if (opened.device, opened.inode) != (expected.device, expected.inode) or not (
+            opened.is_regular
+        ):
+            return None
+        digest = hashlib.sha256()
+        done = 0
+        while True:
+            chunk = fs.read(handle, CHUNK_SIZE)
+            if not chunk:
+                break
+            digest.update(chunk)
+            done += len(chunk)
+            if on_chunk is not None:
+                on_chunk(done)
+        after = fs.fstat(handle)
+    finally:
+        fs.close(handle)
+    if done != expected.size or (after.size, after.mtime_ns) != (expected.size, expected.mtime_ns):
+        return None
+    return digest.hexdigest()
+
+
+# -- planning -------------------------------------------------------------------------
+
+
+def _directory_identity(paths: SessionPaths, fs: FileSystem) -> tuple[int, int] | None:
+    try:
+        facts = fs.lstat(paths.tool_results)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise EnvironmentFailure(f"cannot inspect {TOOL_RESULTS}/: {exc}") from exc
+    if facts.is_symlink or not facts.is_dir:
+        raise CleanupRefused(f"{TOOL_RESULTS}/ is not a real directory; cleanup refuses (S7)")
+    return (facts.device, facts.inode)
+
+
+def _plan(
+    paths: SessionPaths,
+    index: _ClaimIndex,
+    policy: ArtifactCleanupPolicy,
+    fs: FileSystem,
+    now: float,
+    progress: Progress | None,
+    journal_aware: bool,
+) -> CleanupPlan:
+    if not isinstance(policy, ArtifactCleanupPolicy):
+        raise UsageError(f"policy must be an ArtifactCleanupPolicy, got {type(policy).__name__}")
+    directory = _directory_identity(paths, fs)
+    names: list[str] = []
+    if directory is not None:
+        try:
+            names = fs.listdir(paths.tool_results)
+        except OSError as exc:
+            raise EnvironmentFailure(f"cannot list {TOOL_RESULTS}/: {exc}") from exc
+
+    decided: dict[str, PlanEntry] = {}
+    facts_of: dict[str, FileFacts] = {}
+    for name in names:
+        if name in {".", ".."} or "/" in name or "\0" in name:  # pragma: no cover - OS never
+            continue
+        try:
+            facts = fs.lstat(os.path.join(paths.tool_results, name))
+        except FileNotFoundError:
+            continue  # vanished between listdir and lstat: nothing to decide
+        except OSError as exc:
+            decided[name] = PlanEntry(name=name, status=DENIED, reason=f"cannot inspect: {exc}")
+            continue
+        denial = _denial(name, facts)
+        if denial is not None:
+            decided[name] = PlanEntry(name=name, status=DENIED, reason=denial)
+            continue
+        facts_of[name] = facts
+
+    uid = fs.current_uid()
+    files_total = len(facts_of)
+    bytes_total = sum(f.size for f in facts_of.values())
+    files_done = 0
+    bytes_before = 0
+    candidates: list[tuple[int, str]] = []
+    hashed: dict[str, tuple[FileSnapshot, str]] = {}
+
+    def report(done: int) -> None:
+        if progress is not None:
+            progress(
+                ScanProgress(
+                    files_done=files_done,
+                    files_total=files_total,
+                    bytes_done=bytes_before + done,
+                    bytes_total=bytes_total,
+                )
+            )
+
+    for name, facts in facts_of.items():
+        snapshot = FileSnapshot.of(facts)
+        entry = _decide_file(paths, name, facts, snapshot, uid, index, policy, fs, now, report)
+        files_done += 1
+        bytes_before += facts.size
+        report(0)
+        if isinstance(entry, PlanEntry):
+            decided[name] = entry
+        else:
+            hashed[name] = (snapshot, entry)
+            candidates.append((facts.mtime_ns, name))
+
+    candidates.sort()
+    for position, (_, name) in enumerate(candidates):
+        snapshot, sha256 = hashed[name]
+        if position < policy.max_deletions:
+            status, reason = PLANNED_DELETE, "unreferenced orphan past the TTL"
+        else:
+            status = RETAINED_LIMIT
+            reason = f"orphan past the TTL beyond max_deletions={policy.max_deletions}"
+        decided[name] = PlanEntry(
+            name=name, status=status, reason=reason, snapshot=snapshot, sha256=sha256
+        )
+
+    for name, digests in index.by_name.items():
+        if name not in decided:
+            count = sum(digests.values())
+            decided[name] = PlanEntry(
+                name=name,
+                status=MISSING_REFERENCED,
+                reason=f"{count} active reference(s) but the file is gone (dangling pointer)",
+                reference_count=count,
+            )
+
+    entries = tuple(decided[name] for name in sorted(decided))
+    return CleanupPlan(
+        session_id=paths.session_id,
+        directory=directory,
+        planned_at=now,
+        policy=policy,
+        entries=entries,
+        foreign_claims=index.foreign,
+        journal_aware=journal_aware,
+    )
+
+
+def _denial(name: str, facts: FileFacts) -> str | None:
+    if facts.is_symlink:
+        return "a symlink: never followed, never deleted"
+    if facts.is_dir:
+        return "a directory: cleanup only removes artifact files"
+    if not facts.is_regular:
+        return "not a regular file"
+    if not is_artifact_filename(name):
+        return "not an artifact name (tool_result_NNN.txt)"
+    return None
+
+
+def _decide_file(
+    paths: SessionPaths,
+    name: str,
+    facts: FileFacts,
+    snapshot: FileSnapshot,
+    uid: int,
+    index: _ClaimIndex,
+    policy: ArtifactCleanupPolicy,
+    fs: FileSystem,
+    now: float,
+    report: _Hashed,
+) -> PlanEntry | str:
+    """A final entry, or the digest of an orphan past the TTL (a deletion candidate)."""
+    digests = index.by_name.get(name)
+    count = sum(digests.values()) if digests else 0
+
+    def keep(status: str, reason: str, sha256: str | None = None) -> PlanEntry:
+        return PlanEntry(
+            name=name,
+            status=status,
+            reason=reason,
+            snapshot=snapshot,
+            sha256=sha256,
+            reference_count=count,
+        )
+
+    if facts.uid != uid:
+        return keep(RETAINED_UNKNOWN, f"owned by uid {facts.uid}, not {uid}")
+    try:
+        sha256 = _stream_sha256(fs, paths.artifact_path(name), facts, report)
+    except FileNotFoundError:
+        if digests:
+            return keep(MISSING_REFERENCED, "vanished while it was planned; it is referenced")
+        return keep(RETAINED_UNKNOWN, "vanished while it was planned")
+    except OSError as exc:
+        return keep(RETAINED_UNKNOWN, f"cannot read: {exc.strerror or exc}")
+    if sha256 is None:
+        return keep(RETAINED_UNKNOWN, "changed while it was hashed")
+    verdict = _claim_verdict(digests, sha256)
+    if verdict is not None:
+        return keep(verdict[0], verdict[1], sha256)
+    age = now - facts.mtime_ns / 1e9
+    if age < policy.orphan_ttl_seconds:
+        return keep(
+            RETAINED_RECENT,
+            f"unreferenced, {max(age, 0.0):.0f}s old < TTL {policy.orphan_ttl_seconds:g}s",
+            sha256,
+        )
+    return sha256
+
+
+def plan_cleanup(
+    paths: SessionPaths,
+    claims: Iterable[ArtifactRetentionClaim],
+    *,
+    policy: ArtifactCleanupPolicy,
+    fs: FileSystem = REAL_FS,
+    now: float | None = None,
+    clock: Callable[[], float] = time.time,
+    progress: Progress | None = None,
+) -> CleanupPlan:
+    """Plan with raw claims (a session without a lease journal); read-only.
+
+    Refuses with :class:`JournalRequiredError` once the session has a journal:
+    raw claims cannot see a PREPARED lease, so they cannot protect it (S1).
+    """
+    _refuse_if_journal(paths, fs)
+    moment = clock() if now is None else now
+    index = _index_claims(paths, list(claims), moment)
+    return _plan(paths, index, policy, fs, moment, progress, journal_aware=False)
+
+
+def plan_cleanup_from_journal(
+    paths: SessionPaths,
+    journal: ArtifactRetentionJournal,
+    *,
+    policy: ArtifactCleanupPolicy,
+    fs: FileSystem = REAL_FS,
+    now: float | None = None,
+    progress: Progress | None = None,
+) -> CleanupPlan:
+    """Plan with the claims the journal recovers; a corrupt journal refuses (fail closed)."""
+    _check_journal_session(paths, journal)
+    try:
+        recovery = journal.recover(now=now)
+    except CorruptStateError as exc:
+        raise CleanupRefused(f"the lease journal is corrupt; cleanup refuses: {exc}") from exc
+    moment = recovery.observed_at
+    index = _index_claims(paths, _protecting_claims(recovery), moment)
+    return _plan(paths, index, policy, fs, moment, progress, journal_aware=True)
+
+
+# -- journal glue ------------------------------------------------------------------------
+
+
+def _protecting_claims(recovery: Recovery) -> list[ArtifactRetentionClaim]:
+    """One claim per live lease: PREPARED with no expiry, COMMITTED as written.
+
+    Built per transaction rather than from the journal's digest-aggregated
+    claims, so that two artifacts with equal bytes each keep their own claim and
+    a lease whose digest disagrees with its file is seen (``retained_corrupt``).
+    An expired COMMITTED lease is dropped later, by :func:`_index_claims`.
+    """
+    claims: list[ArtifactRetentionClaim] = []
+    for txn, phase in recovery.states.items():
+        claim = recovery.transactions[txn]
+        if phase is Phase.PREPARED:
+            claims.append(attrs.evolve(claim, retain_until=None))  # uncertain: never expires
+        elif phase is Phase.COMMITTED:
+            claims.append(claim)
+    return claims
+
+
+def _check_journal_session(paths: SessionPaths, journal: ArtifactRetentionJournal) -> None:
+    if journal.path != paths.journal or journal.session_id != paths.session_id:
+        raise UsageError("the journal belongs to another session")
+
+
+def _refuse_if_journal(paths: SessionPaths, fs: FileSystem) -> None:
+    try:
+        fs.lstat(paths.journal)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise EnvironmentFailure(f"cannot inspect the lease journal: {exc}") from exc
+    raise JournalRequiredError(
+        "this session has a lease journal: raw claims cannot see its leases; "
+        "use the journal-aware cleanup (S1)"
+    )
+
+
+# -- apply -------------------------------------------------------------------------------
+
+
+def _check_plan_shape(plan: CleanupPlan) -> None:
+    """Refuse a plan that planning could not have produced; touches nothing."""
+    if not isinstance(plan, CleanupPlan):
+        raise HostilePlanError(f"expected a CleanupPlan, got {type(plan).__name__}")
+    if not isinstance(plan.policy, ArtifactCleanupPolicy):
+        raise HostilePlanError("the plan's policy is not an ArtifactCleanupPolicy")
+    seen: set[str] = set()
+    planned = 0
+    for entry in plan.entries:
+        if not isinstance(entry, PlanEntry):
+            raise HostilePlanError(f"plan entry is not a PlanEntry: {type(entry).__name__}")
+        name = entry.name
+        # Only what a directory listing can never return; artifact names are checked below.
+        if not isinstance(name, str) or name in {"", ".", ".."} or "/" in name or "\0" in name:
+            raise HostilePlanError(f"plan names a path, not a file name: {name!r} (S7)")
+        if name in seen:
+            raise HostilePlanError(f"plan names {name!r} twice")
+        seen.add(name)
+        if entry.status not in PLAN_STATUSES:
+            raise HostilePlanError(f"plan entry {name!r} has unknown status {entry.status!r}")
+        if entry.status != PLANNED_DELETE:
+            continue
+        planned += 1
+        if not is_artifact_filename(name):
+            raise HostilePlanError(f"plan would delete {name!r}, not an artifact name (S7)")
+        if entry.snapshot is None or not isinstance(entry.snapshot, FileSnapshot):
+            raise HostilePlanError(f"planned deletion {name!r} has no snapshot")
+        if not isinstance(entry.sha256, str) or len(entry.sha256) != 64:
+            raise HostilePlanError(f"planned deletion {name!r} has no full digest")
+    if planned > plan.policy.max_deletions:
+        raise HostilePlanError(
+            f"plan deletes {planned} files, over its own max_deletions={plan.policy.max_deletions}"
+        )
+
+
+def _check_plan_target(paths: SessionPaths, plan: CleanupPlan, fs: FileSystem) -> None:
+    if plan.session_id != paths.session_id:
+        raise HostilePlanError(f"plan is for session {plan.session_id!r}, not {paths.session_id!r}")
+    if plan.planned and _directory_identity(paths, fs) != plan.directory:
+        raise HostilePlanError("plan was made for another tool-results/ folder (root differs)")
+
+
+def _apply_locked(
+    paths: SessionPaths,
+    plan: CleanupPlan,
+    index: _ClaimIndex,
+    fs: FileSystem,
+    now: float,
+) -> CleanupReport:
+    """Steps 3-4 of apply; the caller holds the session lock and passed current claims."""
+    _check_plan_target(paths, plan, fs)
+    uid = fs.current_uid()
+    dry = plan.policy.dry_run
+    outcomes: list[ReportEntry] = []
+    deleted_any = False
+    for entry in plan.planned:
+        status, reason = _revalidate_and_delete(paths, entry, index, plan.policy, fs, uid, now, dry)
+        deleted_any = deleted_any or status == DELETED
+        outcomes.append(ReportEntry(name=entry.name, status=status, reason=reason))
+    if deleted_any:
+        try:
+            fs.fsync_dir(paths.tool_results)
+        except OSError as exc:
+            raise EnvironmentFailure(f"deleted, but cannot sync {TOOL_RESULTS}/: {exc}") from exc
+    return CleanupReport(
+        session_id=paths.session_id, applied_at=now, dry_run=dry, entries=tuple(outcomes)
+    )
+
+
+def _revalidate_and_delete(
+    paths: SessionPaths,
+    entry: PlanEntry,
+    index: _ClaimIndex,
+    policy: ArtifactCleanupPolicy,
+    fs: FileSystem,
+    uid: int,
+    now: float,
+    dry: bool,
+) -> tuple[str, str]:
+    expected = entry.snapshot
+    assert expected is not None and entry.sha256 is not None  # _check_plan_shape
+    digests = index.by_name.get(entry.name)
+    if digests:
+        verdict = _claim_verdict(digests, entry.sha256)
+        assert verdict is not None
+        return verdict[0], f"claimed since the plan: {verdict[1]}"
+    path = paths.artifact_path(entry.name)
+    try:
+        facts = fs.lstat(path)
+    except FileNotFoundError:
+        return ALREADY_MISSING, "already gone"
+    except OSError as exc:
+        return RETAINED_UNKNOWN, f"cannot inspect: {exc.strerror or exc}"
+    if facts.is_symlink or not facts.is_regular:
+        return RACE_DETECTED, "no longer a regular file"
+    if facts.uid != uid:
+        return RACE_DETECTED, f"now owned by uid {facts.uid}"
+    if FileSnapshot.of(facts) != expected:
+        return RACE_DETECTED, "size, mtime, device or inode changed since the plan"
+    if now - facts.mtime_ns / 1e9 < policy.orphan_ttl_seconds:
+        return RETAINED_RECENT, "younger than the TTL at apply time"
+    try:
+        sha256 = _stream_sha256(fs, path, facts)
+    except FileNotFoundError:
+        return ALREADY_MISSING, "vanished during re-validation"
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return RACE_DETECTED, "replaced by a symlink"
+        return RETAINED_UNKNOWN, f"cannot read: {exc.strerror or exc}"
+    if sha256 != entry.sha256:
+        return RACE_DETECTED, "content changed since the plan (digest differs)"
+    if dry:
+        return DRY_RUN, "would be deleted (dry run)"
+    fs.crash_point("cleanup.after_revalidate")
+    try:
+        fs.unlink(path)
+    except FileNotFoundError:
+        return ALREADY_MISSING, "vanished just before unlink"
+    except OSError as exc:
+        return RETAINED_UNKNOWN, f"unlink failed: {exc.strerror or exc}"
+    fs.crash_point("cleanup.after_unlink")
+    return DELETED, "unreferenced orphan, re-validated"
+
+
+def apply_cleanup(
+    paths: SessionPaths,
+    plan: CleanupPlan,
+    *,
+    claims: Iterable[ArtifactRetentionClaim],
+    fs: FileSystem = REAL_FS,
+    now: float | None = None,
+    clock: Callable[[], float] = time.time,
+) -> CleanupReport:
+    """Apply ``plan`` against the caller's *current* raw claims, under the session lock.
+
+    Refuses (:class:`JournalRequiredError`) if the session has a lease journal.
+    """
+    _check_plan_shape(plan)
+    claim_list = list(claims)
+    with paths.session_lock(fs):
+        _refuse_if_journal(paths, fs)
+        moment = clock() if now is None else now
+        index = _index_claims(paths, claim_list, moment)
+        return _apply_locked(paths, plan, index, fs, moment)
+
+
+def apply_cleanup_from_journal(
+    paths: SessionPaths,
+    plan: CleanupPlan,
+    journal: ArtifactRetentionJournal,
+    *,
+    fs: FileSystem = REAL_FS,
+    now: float | None = None,
+) -> CleanupReport:
+    """Apply ``plan``: re-read the journal under the session lock and hold it to the end.
+
+    Inside the lock the whole journal is verified again (not only what was
+    appended since the last look), so a record corrupted in place after the
+    plan still refuses; then the current leases decide.  ``journal`` must be
+    on the same file system as ``fs`` (its lock is the one that counts).
+    """
+    _check_plan_shape(plan)
+    _check_journal_session(paths, journal)
+    with _journal_locked(journal, now):
+        try:
+            recovery = journal.recover(now=now)  # re-entrant: the lock is already ours
+        except CorruptStateError as exc:
+            raise CleanupRefused(f"the lease journal is corrupt; cleanup refuses: {exc}") from exc
+        moment = recovery.observed_at
+        index = _index_claims(paths, _protecting_claims(recovery), moment)
+        return _apply_locked(paths, plan, index, fs, moment)
+
+
+@contextmanager
+def _journal_locked(journal: ArtifactRetentionJournal, now: float | None) -> Iterator[None]:
+    """Hold the journal's session lock (the one ``prepare`` takes); corruption refuses."""
+    manager = journal.locked_state(now=now)
+    try:
+        manager.__enter__()
+    except CorruptStateError as exc:
+        raise CleanupRefused(f"the lease journal is corrupt; cleanup refuses: {exc}") from exc
+    try:
+        yield
+    except BaseException as exc:
+        if not manager.__exit__(type(exc), exc, exc.__traceback__):
+            raise
+    else:
+        manager.__exit__(None, None, None)
+
+
+# -- convenience -------------------------------------------------------------------------
+
+
+def cleanup_session(
+    paths: SessionPaths,
+    claims: Iterable[ArtifactRetentionClaim],
+    *,
+    policy: ArtifactCleanupPolicy,
+    fs: FileSystem = REAL_FS,
+    now: float | None = None,
+    clock: Callable[[], float] = time.time,
+    progress: Progress | None = None,
+) -> tuple[CleanupPlan, CleanupReport]:
+    """Plan and apply with the same raw claims; returns both halves."""
+    claim_list = list(claims)
+    plan = plan_cleanup(
+        paths, claim_list, policy=policy, fs=fs, now=now, clock=clock, progress=progress
+    )
+    report = apply_cleanup(paths, plan, claims=claim_list, fs=fs, now=now, clock=clock)
+    return plan, report
+
+
+def cleanup_session_from_journal(
+    paths: SessionPaths,
+    journal: ArtifactRetentionJournal,
+    *,
+    policy: ArtifactCleanupPolicy,
+    fs: FileSystem = REAL_FS,
+    now: float | None = None,
+    progress: Progress | None = None,
+) -> tuple[CleanupPlan, CleanupReport]:
+    """Plan from the journal, then apply with the journal re-read under the lock."""
+    plan = plan_cleanup_from_journal(
+        paths, journal, policy=policy, fs=fs, now=now, progress=progress
+    )
+    report = apply_cleanup_from_journal(paths, plan, journal, fs=fs, now=now)
+    return plan, report
