@@ -1,0 +1,974 @@
+"""The systematic crash explorer: crash every scenario everywhere, recover, check S1-S7.
+
+Theory of operation
+-------------------
+A :class:`Scenario` has a *setup* (made durable, never crashed) and a *run*
+(the operation under test).  For each scenario the explorer:
+
+1. runs it once without a crash, counting the run's I/O operations and the
+   crash points it passes (with their occurrence number);
+2. for every target -- before the k-th I/O operation (every k), at every
+   occurrence of every crash point, and after the run's end -- and for every
+   crash mode (``drop``; ``torn`` at 1 B, 512 B and 4 KiB; ``dir_subset``),
+   with ``seeds`` seeded choices per non-deterministic mode, it rebuilds the
+   world, arms the crash, runs, reboots the disk (:meth:`SimulatedDisk.crash`)
+   and maybe restarts the owner;
+3. restarts *fresh* objects on the durable state and runs recovery: opening
+   the journal, ``reconcile_pending`` (first with the scenario's recovery
+   faults, then with a healed owner), a journal-aware GC plan + apply with the
+   orphan TTL expired, and one new externalization;
+4. once per target (``recovery_crashes``), crashes the *recovery* too, at a
+   seeded I/O operation of it, and recovers again from scratch;
+5. checks the invariants of DESIGN section 8 on what is left.
+
+Checked after every crash state:
+
+* **S1** every reference visible in the owner, in flight, or protected by a
+  PREPARED lease names an artifact that exists with its full digest; every
+  externalization that returned left a durable artifact.
+* **S2** at the moment the owner makes a reference visible, the journal's
+  *durable* bytes already hold that transaction's PREPARED record.
+* **S3** an ABORTED transaction is tombstoned or was explicitly rejected by the owner.
+* **S4** a RELEASED transaction's reference is gone from the owner (tombstoned).
+* **S5** at most one terminal record per transaction in the journal file.
+* **S6** the journal opens after every crash (a verified prefix plus at most
+  one torn tail); no artifact's bytes change; a new externalization never
+  takes a name that existed durably before.
+* **S7** no seam operation touches a path outside the session directory.
+* **L1** (reported apart, as progress) with a healed owner no lease stays
+  pending, and GC leaves no unprotected artifact past its TTL.
+
+Every violation carries what is needed to replay it: scenario, target, mode,
+granularity and the seed string of its choices (:func:`replay`).
+
+Writing a scenario
+------------------
+A scenario is two functions of a :class:`World`.  ``World`` offers the
+session's objects and helpers that keep the bookkeeping the checks need::
+
+    def setup(world):                      # durable before any crash
+        world.publish(world.externalize(), "t1")
+
+    def run(world):                        # crashed at every I/O op and crash point
+        world.owner.arm("lost_ack")        # any CrashableOwner fault
+        world.publish(world.refs["tool_result_001.txt"], "t2")
+
+    CrashExplorer([Scenario(name="mine", setup=setup, run=run)]).explore()
+
+Use ``world.externalize()``, ``world.prepare(ref, txn)``, ``world.publish(ref,
+txn)``, ``world.gc()`` and ``world.journal``/``world.ext``/``world.owner``/
+``world.disk`` directly.  Errors listed in ``Scenario.expected_errors`` end a
+run quietly; any other exception is reported as ``run_error``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import posixpath
+import random
+import re
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from toolswap.cleanup import ArtifactCleanupPolicy
+from toolswap.domain import ArtifactReference, ArtifactRetentionClaim, parse_source_id
+from toolswap.externalizer import ToolResultExternalizer
+from toolswap.journal import ArtifactRetentionJournal
+from toolswap.journal_format import Phase
+from toolswap.owner import ArtifactPublicationRejected, owner_publisher, owner_remover
+
+from .disk import CRASH_MODES, TORN_GRANULARITIES, Chooser, SimulatedCrash, SimulatedDisk
+from .owner import CrashableOwner, OwnerFault
+
+__all__ = [
+    "CrashExplorer",
+    "ExplorationResult",
+    "Scenario",
+    "Target",
+    "Violation",
+    "World",
+    "STANDARD_SCENARIOS",
+    "MISUSE_SCENARIOS",
+    "replay",
+    "known_crash_points",
+    "run_state",
+]
+
+SESSION = "/home/agent/sessions/s1"
+T0 = 1_700_000_000.0  # the disk's time base, in seconds
+TTL = 86_400
+FAR = T0 + 30 * TTL  # "now" for GC: every orphan is past its TTL
+THRESHOLD = 1024
+RESOLUTIONS = {Phase.COMMITTED.value, Phase.ABORTED.value}
+
+
+@attrs.frozen(kw_only=True)
+class Violation:
+    invariant: str
+    scenario: str
+    target: str
+    mode: str
+    detail: str
+    seed: str
+
+    def to_dict(self) -> dict[str, str]:
+        return attrs.asdict(self)
+
+
+@attrs.frozen
+class Target:
+    """Where to crash: ``io`` before the k-th I/O op, ``point`` at its nth pass, or ``end``."""
+
+    kind: str
+    name: str = ""
+    nth: int = 0
+
+    def __str__(self) -> str:
+        if self.kind == "io":
+            return f"io#{self.nth}"
+        if self.kind == "point":
+            return f"{self.name}#{self.nth}"
+        return "end"
+
+
+class World:
+    """One simulated machine plus an owner process, and what the run promised.
+
+    ``disk`` (a :class:`SimulatedDisk`), ``owner`` (a :class:`CrashableOwner`),
+    ``ext`` and ``journal`` (rebuilt fresh after a crash), ``refs`` (artifact
+    name -> the reference its externalization returned), ``expected`` (name ->
+    bytes that must be durable), ``claims`` (transaction id -> claim).
+    """
+
+    def __init__(self) -> None:
+        self.disk = SimulatedDisk(time_base_ns=int(T0 * 1e9))
+        self.disk.io_log = []
+        self.now = T0 + 10.0
+        self.owner = CrashableOwner(before_publish=self._check_prepared_durable)
+        self.expected: dict[str, bytes] = {}  # name -> bytes that must be durable (returned)
+        self.names_ever: set[str] = set()  # every name an externalization returned, ever
+        self.refs: dict[str, ArtifactReference] = {}  # name -> reference, as returned
+        self.hostile = False  # hostile entries were planted (S7 checks them)
+        self.recovery_crashed = False
+        self.recovery_ops = 0
+        self.claims: dict[str, ArtifactRetentionClaim] = {}
+        self.violations: list[tuple[str, str]] = []
+        self.outputs = 0
+        self.ext = self.new_externalizer()
+        self.journal = self.new_journal()
+
+    def clock(self) -> float:
+        return self.now
+
+    def new_externalizer(self) -> ToolResultExternalizer:
+        return ToolResultExternalizer(
+            SESSION, fs=self.disk, clock=self.clock, threshold_bytes=THRESHOLD, environ={}
+        )
+
+    def new_journal(self) -> ArtifactRetentionJournal:
+        return ArtifactRetentionJournal(SESSION, fs=self.disk, clock=self.clock)
+
+    # -- helpers for scenarios ---------------------------------------------------
+
+    def externalize(self) -> ArtifactReference:
+        """Externalize a three-chunk output over the threshold; remember its bytes."""
+        self.outputs += 1
+        chunks = [f"line {self.outputs}.{i}\n".encode() * 90 for i in range(3)]
+        result = self.ext.externalize(chunks, "grep")
+        ref = result.artifact
+        assert ref is not None
+        name = posixpath.basename(ref.path)
+        self.expected[name] = b"".join(chunks)
+        self.names_ever.add(name)
+        self.refs[name] = ref
+        return ref
+
+    def claim_for(self, ref: ArtifactReference) -> ArtifactRetentionClaim:
+        return ArtifactRetentionClaim.from_memory_reference(ref.for_memory())
+
+    def publish(self, ref: ArtifactReference, txn: str) -> None:
+        claim = self.claim_for(ref)
+        self.claims[txn] = claim
+        self.journal.publish_reference(claim, owner_publisher(self.owner, txn, claim), txn)
+
+    def prepare(self, ref: ArtifactReference, txn: str) -> None:
+        claim = self.claim_for(ref)
+        self.claims[txn] = claim
+        self.journal.prepare(claim, txn)
+
+    def gc(self) -> None:
+        policy = ArtifactCleanupPolicy(orphan_ttl_seconds=TTL, max_deletions=100, dry_run=False)
+        plan = self.ext.plan_cleanup_from_journal(self.journal, policy=policy, now=FAR)
+        self.ext.apply_cleanup_from_journal(plan, self.journal, now=FAR)
+
+    # -- S2, checked by the owner at the moment of publication ---------------------
+
+    def _check_prepared_durable(self, txn: str, claim: ArtifactRetentionClaim) -> None:
+        data = self.disk.durable_read(posixpath.join(SESSION, "retention-leases.jsonl"))
+        for record in _records(data or b""):
+            if record.get("transaction_id") == txn and record.get("phase") == "PREPARED":
+                return
+        self.violations.append(("S2", f"{txn} became visible before PREPARED was durable"))
+
+
+def _records(data: bytes) -> list[dict[str, Any]]:
+    """Complete journal lines that parse as JSON objects (the torn tail is skipped)."""
+    out: list[dict[str, Any]] = []
+    for line in data.split(b"\n")[:-1]:
+        try:
+            value = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(value, dict):
+            out.append(value)
+    return out
+
+
+@attrs.frozen(kw_only=True)
+class Scenario:
+    """A named workload: ``setup`` is made durable first, ``run`` is crashed everywhere."""
+
+    name: str
+    setup: Callable[[World], None]
+    run: Callable[[World], None]
+    recovery_faults: tuple[OwnerFault, ...] = ()
+    expect_pending: bool = False  # a lease may rightly stay pending (an owner conflict)
+    expected_errors: tuple[type[BaseException], ...] = (
+        ArtifactPublicationRejected,
+        ConnectionError,
+        TimeoutError,
+    )
+
+
+# -- the standard scenarios ----------------------------------------------------------------
+
+
+def _nothing(world: World) -> None:
+    return None
+
+
+def _one_artifact(world: World) -> None:
+    world.externalize()
+
+
+def _published(world: World) -> None:
+    world.publish(world.externalize(), "t1")
+
+
+def _prepared(world: World) -> None:
+    world.prepare(world.externalize(), "t1")
+
+
+def _prepared_and_published(world: World) -> None:
+    _prepared(world)
+    world.owner.inner.publish("t1", world.claims["t1"])
+
+
+def _run_externalize(world: World) -> None:
+    world.externalize()
+
+
+def _conflicting(world: World) -> None:
+    """t1 is PREPARED for 001, but the owner holds t1 with 002's identity."""
+    _prepared(world)
+    other = world.claim_for(world.externalize())
+    world.owner.inner.publish("t1", other)
+
+
+def _run_reconcile(fault: OwnerFault | None) -> Callable[[World], None]:
+    def run(world: World) -> None:
+        if fault is not None:
+            world.owner.arm(fault)
+        world.journal.reconcile_pending(world.owner)
+
+    return run
+
+
+def _run_remove(fault: OwnerFault | None) -> Callable[[World], None]:
+    def run(world: World) -> None:
+        if fault is not None:
+            world.owner.arm(fault)
+        world.journal.remove_reference("t1", owner_remover(world.owner, "t1"))
+
+    return run
+
+
+def _gc_setup(world: World) -> None:
+    world.externalize()  # 001: an orphan
+    world.publish(world.externalize(), "t1")  # 002: referenced
+
+
+def _run_gc(concurrent_prepare: bool) -> Callable[[World], None]:
+    def run(world: World) -> None:
+        policy = ArtifactCleanupPolicy(orphan_ttl_seconds=TTL, max_deletions=100, dry_run=False)
+        plan = world.ext.plan_cleanup_from_journal(world.journal, policy=policy, now=FAR)
+        if concurrent_prepare:  # a prepare between plan and apply must keep the orphan
+            world.prepare(world.refs["tool_result_001.txt"], "t2")
+        world.ext.apply_cleanup_from_journal(plan, world.journal, now=FAR)
+
+    return run
+
+
+OUTSIDE = "/home/agent/outside/secret.txt"
+
+
+def _hostile_setup(world: World) -> None:
+    """Entries GC must never follow or delete (S7), next to a real orphan."""
+    _gc_setup(world)
+    world.hostile = True
+    disk = world.disk
+    disk.makedirs(posixpath.dirname(OUTSIDE))
+    disk.put_file(OUTSIDE, b"not ours\n")
+    results = posixpath.join(SESSION, "tool-results")
+    disk.make_symlink(posixpath.join(results, "tool_result_900.txt"), OUTSIDE)
+    disk.put_file(posixpath.join(results, "tool_result_901.txt"), b"foreign\n", uid=4242)
+    disk.makedirs(posixpath.join(results, "tool_result_902.txt"))
+    disk.put_file(posixpath.join(results, "notes.txt"), b"odd name\n")
+
+
+def _torn_journal_setup(world: World) -> None:
+    _prepared(world)
+    world.externalize()
+    path = posixpath.join(SESSION, "retention-leases.jsonl")
+    world.disk.put_file(path, world.disk.read_file(path) + b'{"version": 1, "seq')
+
+
+def _run_after_torn_tail(world: World) -> None:
+    world.journal = world.new_journal()  # sees the torn tail
+    world.publish(world.refs["tool_result_002.txt"], "t2")
+
+
+def _publish_t2(fault: OwnerFault | None) -> Callable[[World], None]:
+    def run(world: World) -> None:
+        if fault is not None:
+            world.owner.arm(fault)
+        world.publish(world.refs["tool_result_001.txt"], "t2")
+
+    return run
+
+
+STANDARD_SCENARIOS: tuple[Scenario, ...] = (
+    Scenario(name="externalize", setup=_nothing, run=_run_externalize),
+    Scenario(name="externalize_after_existing", setup=_one_artifact, run=_run_externalize),
+    Scenario(name="publish_ok", setup=_one_artifact, run=_publish_t2(None)),
+    Scenario(name="publish_rejected", setup=_one_artifact, run=_publish_t2("reject")),
+    Scenario(
+        name="publish_uncertain_before_write",
+        setup=_one_artifact,
+        run=_publish_t2("fail_before_write"),
+    ),
+    Scenario(
+        name="publish_uncertain_after_write",
+        setup=_one_artifact,
+        run=_publish_t2("lost_ack"),
+    ),
+    Scenario(name="publish_in_flight", setup=_one_artifact, run=_publish_t2("in_flight")),
+    Scenario(
+        name="publish_then_unknown",
+        setup=_one_artifact,
+        run=_publish_t2("lost_ack"),
+        recovery_faults=("unknown", "inspect_error"),
+    ),
+    Scenario(name="reconcile_published", setup=_prepared_and_published, run=_run_reconcile(None)),
+    Scenario(name="reconcile_absent", setup=_prepared, run=_run_reconcile(None)),
+    Scenario(
+        name="reconcile_lost_tombstone", setup=_prepared, run=_run_reconcile("lost_tombstone")
+    ),
+    Scenario(name="reconcile_unknown", setup=_prepared, run=_run_reconcile("unknown")),
+    Scenario(name="reconcile_stale", setup=_prepared, run=_run_reconcile("stale_seal")),
+    Scenario(
+        name="reconcile_conflict",
+        setup=_conflicting,
+        run=_run_reconcile(None),
+        expect_pending=True,
+    ),
+    Scenario(name="remove", setup=_published, run=_run_remove(None)),
+    Scenario(name="remove_failed", setup=_published, run=_run_remove("remove_error")),
+    Scenario(name="remove_lost_ack", setup=_published, run=_run_remove("remove_lost_ack")),
+    Scenario(name="gc", setup=_gc_setup, run=_run_gc(False)),
+    Scenario(name="gc_concurrent_prepare", setup=_gc_setup, run=_run_gc(True)),
+    Scenario(name="gc_hostile_entries", setup=_hostile_setup, run=_run_gc(False)),
+    Scenario(
+        name="append_after_torn_tail",
+        setup=_torn_journal_setup,
+        run=_run_after_torn_tail,
+    ),
+)
+
+
+# -- protocol misuse: each must be caught ------------------------------------------------------
+
+
+class _NoDirSync:
+    """A seam that forgets every directory fsync (the classic "rename is durable" mistake)."""
+
+    def __init__(self, disk: SimulatedDisk) -> None:
+        self._disk = disk
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._disk, name)
+
+    def fsync_dir(self, path: str) -> None:
+        return None  # deliberately forgets: a created entry may vanish in a crash
+
+
+class _NoJournalFsync(_NoDirSync):
+    """A seam that forgets to fsync the lease journal ("publish before the claim is durable")."""
+
+    def fsync_dir(self, path: str) -> None:
+        self._disk.fsync_dir(path)
+
+    def fsync(self, handle: int) -> None:
+        facts = self._disk.fstat(handle)
+        journal = self._disk.lstat(posixpath.join(SESSION, "retention-leases.jsonl"))
+        if (facts.device, facts.inode) != (journal.device, journal.inode):
+            self._disk.fsync(handle)
+
+
+def _misuse_unsynced_journal(world: World) -> None:
+    world.journal = ArtifactRetentionJournal(
+        SESSION, fs=_NoJournalFsync(world.disk), clock=world.clock
+    )
+    world.publish(world.refs["tool_result_002.txt"], "t2")
+
+
+def _misuse_no_dir_sync(world: World) -> None:
+    world.ext = ToolResultExternalizer(
+        SESSION, fs=_NoDirSync(world.disk), clock=world.clock, threshold_bytes=THRESHOLD, environ={}
+    )
+    world.externalize()
+
+
+def _misuse_publish_before_prepare(world: World) -> None:
+    ref = world.refs["tool_result_001.txt"]
+    claim = world.claim_for(ref)
+    world.claims["t2"] = claim
+    world.owner.publish("t2", claim)  # visible before any PREPARED record
+    world.journal.prepare(claim, "t2")
+    world.journal.commit("t2")
+
+
+def _misuse_abort_on_uncertain(world: World) -> None:
+    ref = world.refs["tool_result_001.txt"]
+    claim = world.claim_for(ref)
+    world.claims["t2"] = claim
+    world.journal.prepare(claim, "t2")
+    world.owner.arm("lost_ack")
+    try:
+        world.owner.publish("t2", claim)
+    except ConnectionError:
+        world.journal.abort("t2")  # no tombstone: the write may have landed (it did)
+
+
+def _misuse_release_before_remove(world: World) -> None:
+    world.journal.release("t1")
+    world.disk.crash_point("misuse.between_release_and_remove")
+    world.owner.remove("t1")
+
+
+def _misuse_trust_memory_path(world: World) -> None:
+    """Delete what a (hostile) Memory record's path says instead of deriving it (S7)."""
+    memory_path = OUTSIDE  # a Memory record claims this is the artifact
+    world.disk.unlink(memory_path)
+    world.disk.fsync_dir(posixpath.dirname(memory_path))
+
+
+MISUSE_SCENARIOS: tuple[tuple[Scenario, str], ...] = (
+    (Scenario(name="misuse_no_dir_sync", setup=_nothing, run=_misuse_no_dir_sync), "S1"),
+    (
+        Scenario(
+            name="misuse_publish_before_prepare",
+            setup=_one_artifact,
+            run=_misuse_publish_before_prepare,
+        ),
+        "S2",
+    ),
+    (
+        Scenario(name="misuse_unsynced_journal", setup=_gc_setup, run=_misuse_unsynced_journal),
+        "S2",
+    ),
+    (
+        Scenario(
+            name="misuse_abort_on_uncertain",
+            setup=_one_artifact,
+            run=_misuse_abort_on_uncertain,
+        ),
+        "S3",
+    ),
+    (
+        Scenario(
+            name="misuse_release_before_remove", setup=_published, run=_misuse_release_before_remove
+        ),
+        "S4",
+    ),
+    (
+        Scenario(
+            name="misuse_trust_memory_path", setup=_hostile_setup, run=_misuse_trust_memory_path
+        ),
+        "S7",
+    ),
+)
+"""Scenarios that break the protocol on purpose, with the invariant that must catch each."""
+
+
+# -- one crash state -------------------------------------------------------------------------
+
+
+def _arm(world: World, target: Target) -> None:
+    if target.kind == "io":
+        world.disk.arm_io(target.nth)
+    elif target.kind == "point":
+        world.disk.arm(target.name, target.nth)
+
+
+def _run_guarded(world: World, scenario: Scenario) -> bool:
+    """Run the scenario; True if the disk crashed during it."""
+    try:
+        scenario.run(world)
+    except SimulatedCrash:
+        return True
+    except scenario.expected_errors:
+        return False
+    except Exception as exc:  # an uncrashed step failed: report it, keep exploring
+        world.violations.append(("run_error", f"{type(exc).__name__}: {exc}"))
+    return False
+
+
+def run_state(
+    scenario: Scenario,
+    target: Target,
+    mode: str,
+    *,
+    granularity: int | None = None,
+    seed: str = "",
+    recovery_crash_at: int | None = None,
+    check: Callable[[World, dict[str, bytes]], list[tuple[str, str]]] | None = None,
+) -> tuple[list[Violation], list[Violation], World]:
+    """Build, run with one armed crash, reboot, recover and check: (violations, progress, world).
+
+    ``recovery_crash_at=k`` crashes the recovery itself before its k-th I/O
+    operation (same mode), then recovers again from scratch before checking.
+    ``world.recovery_ops`` tells how many I/O operations the (last) recovery made.
+    """
+    world = World()
+    scenario.setup(world)
+    world.disk.disarm()
+    world.disk.io_log = []
+    _arm(world, target)
+    _run_guarded(world, scenario)
+    world.disk.disarm()
+    chooser = Chooser(random.Random(seed))
+    world.disk.crash(mode, chooser, granularity=granularity)
+    return (
+        *_recover_and_check(world, scenario, chooser, check, mode, granularity, recovery_crash_at),
+        world,
+    )
+
+
+def _tool_results(disk: SimulatedDisk) -> dict[str, bytes]:
+    prefix = posixpath.join(SESSION, "tool-results") + "/"
+    return {
+        path[len(prefix) :]: data
+        for path, data in disk.snapshot().items()
+        if path.startswith(prefix) and isinstance(data, bytes) and "/" not in path[len(prefix) :]
+    }
+
+
+def _recover_and_check(
+    world: World,
+    scenario: Scenario,
+    chooser: Chooser,
+    check: Callable[[World, dict[str, bytes]], list[tuple[str, str]]] | None,
+    mode: str = "drop",
+    granularity: int | None = None,
+    recovery_crash_at: int | None = None,
+) -> tuple[list[Violation], list[Violation]]:
+    found: list[tuple[str, str]] = []
+    progress: list[tuple[str, str]] = []
+    disk = world.disk
+    owner = world.owner
+    journal_path = posixpath.join(SESSION, "retention-leases.jsonl")
+    results = posixpath.join(SESSION, "tool-results")
+    before = _tool_results(disk)
+    # S1 (durability): every externalization that returned left its bytes, unless the
+    # run itself deleted the file (whether that was allowed is checked below)
+    unlinked = {posixpath.basename(p) for op, p in disk.io_log or [] if op == "unlink"}
+    for name, data in world.expected.items():
+        if before.get(name) != data and name not in unlinked:
+            found.append(("S1", f"{name} was returned but is not durable after the crash"))
+    # the owner process may restart too: an in-flight write lands or is lost now,
+    # or lands late, after the first reconciliation (a tombstone must refuse it)
+    late_delivery = bool(owner.in_flight) and chooser.choose(2) == 1
+    if not late_delivery:
+        owner.crash(chooser)
+    if recovery_crash_at is not None:
+        disk.arm_io(recovery_crash_at)
+    start = disk.io_count
+    try:
+        ok = _recover(world, scenario, found, late_delivery)
+    except SimulatedCrash:  # a crash during recovery: reboot and recover from scratch
+        world.recovery_crashed = True
+        disk.crash(mode, chooser, granularity=granularity)
+        owner.crash(chooser)
+        start = disk.io_count
+        ok = _recover(world, scenario, found, late_delivery=False)
+    disk.disarm()  # an arm past the end of recovery must not fire in the checks
+    world.recovery_ops = disk.io_count - start
+    if not ok:
+        return _finish(found + world.violations, progress)
+    recovery = world.journal.recover()
+    after = _tool_results(disk)
+    states = dict(recovery.states)
+    # S1: visible, in flight or pending references name intact artifacts
+    must_exist: dict[str, str] = {}
+    for txn, (source, _digest) in owner.visible().items():
+        must_exist[txn] = source
+    for txn, claim in owner.in_flight:
+        if not owner.tombstoned(txn):  # a tombstone refuses the late write (O3)
+            must_exist[txn] = claim.source_id
+    for txn in recovery.pending_transaction_ids:
+        must_exist[txn] = recovery.transactions[txn].source_id
+    for txn, source in sorted(must_exist.items()):
+        held = parse_source_id(source).filename
+        content = after.get(held)
+        intent = recovery.transactions.get(txn) or world.claims.get(txn)
+        if content is None:
+            found.append(("S1", f"{held} deleted while {txn} may reference it"))
+        elif intent is not None and _sha(content) != intent.content_sha256:
+            found.append(("S1", f"{held} changed while {txn} references it"))
+    # S3 and S4
+    for txn, phase in states.items():
+        if phase is Phase.ABORTED and not (owner.tombstoned(txn) or txn in owner.rejected):
+            found.append(("S3", f"{txn} ABORTED without a tombstone or rejection"))
+        if phase is Phase.ABORTED and txn in owner.visible():
+            found.append(("S3", f"{txn} ABORTED but visible in the owner"))
+        if phase is Phase.RELEASED and txn in owner.visible():
+            found.append(("S4", f"{txn} RELEASED while the owner still holds it"))
+    # S5: one resolution (COMMITTED or ABORTED) and at most one RELEASED per transaction
+    records = _records(disk.read_file(journal_path)) if disk.exists(journal_path) else []
+    for phases, label in ((RESOLUTIONS, "COMMITTED/ABORTED"), ({"RELEASED"}, "RELEASED")):
+        counts = Counter(r.get("transaction_id") for r in records if r.get("phase") in phases)
+        for who, count in counts.items():
+            if count > 1:
+                found.append(("S5", f"{who} has {count} {label} records"))
+    # S6: artifacts never change; a new name never reuses one that existed durably
+    for kept, content_now in after.items():
+        if kept in before and before[kept] != content_now:
+            found.append(("S6", f"{kept} changed content during recovery"))
+    second = _externalize_once(world, found)
+    if second is not None and (second in before or second in world.names_ever):
+        found.append(("S6.reuse", f"new externalization after GC reused the deleted name {second}"))
+    # S7: nothing outside the session (makedirs may create the session's parents)
+    if world.hostile:
+        if not disk.exists(OUTSIDE) or disk.read_file(OUTSIDE) != b"not ours\n":
+            found.append(("S7", f"{OUTSIDE} outside the session was changed or deleted"))
+        for planted in ("tool_result_900.txt", "tool_result_901.txt", "tool_result_902.txt"):
+            if not disk.exists(posixpath.join(results, planted)):
+                found.append(("S7", f"GC deleted {planted}, which is not ours"))
+    for op, path in disk.io_log or []:
+        if path and not _inside(path, ancestors_ok=op == "makedirs"):
+            found.append(("S7", f"{op} touched {path} outside the session"))
+            break
+    # L1: with a healed owner no lease stays pending; GC leaves no unprotected old orphan
+    if recovery.pending_transaction_ids and not scenario.expect_pending:
+        progress.append(
+            (
+                "L1",
+                f"pending after a healed reconcile: {', '.join(recovery.pending_transaction_ids)}",
+            )
+        )
+    protected = {c.source_id for c in recovery.active_claims_by_source(FAR).values()}
+    protected_names = {parse_source_id(s).filename for s in protected}
+    for survivor in after:
+        if survivor in world.names_ever and survivor not in protected_names:
+            progress.append(("L1", f"unreferenced {survivor} survived GC past its TTL"))
+    if check is not None:
+        found.extend(check(world, before))
+    return _finish(found + world.violations, progress)
+
+
+def _recover(
+    world: World, scenario: Scenario, found: list[tuple[str, str]], late_delivery: bool
+) -> bool:
+    """Fresh objects, recovery, reconciliation (faulty, then healed), GC past the TTL.
+
+    Returns False when recovery could not proceed (the reason is in ``found``).
+    A :class:`SimulatedCrash` propagates (a crash during recovery).
+    """
+    owner = world.owner
+    world.ext = world.new_externalizer()
+    try:
+        world.journal = world.new_journal()
+        world.journal.recover()
+    except Exception as exc:
+        found.append(("S6", f"journal does not open after the crash: {type(exc).__name__}: {exc}"))
+        return False
+    first = _externalize_once(world, found)  # before GC: a restart never reuses a name
+    if first is not None:
+        world.names_ever.add(first)
+    owner.heal()
+    for fault in scenario.recovery_faults:
+        owner.arm(fault, times=1000)
+    try:
+        for report in world.journal.reconcile_pending(owner):
+            if scenario.recovery_faults and report.status.value in {"committed", "aborted"}:
+                found.append(("S3", f"{report.transaction_id} resolved on a faulty owner's answer"))
+        owner.heal()
+        if late_delivery:
+            owner.deliver_in_flight()
+        world.journal.reconcile_pending(owner)
+        world.gc()
+    except Exception as exc:
+        found.append(("L1", f"recovery failed: {type(exc).__name__}: {exc}"))
+        return False
+    return True
+
+
+def _externalize_once(world: World, found: list[tuple[str, str]]) -> str | None:
+    """One new externalization; S6 if it took a name that existed right before."""
+    existing = _tool_results(world.disk)
+    try:
+        ref = world.ext.externalize([b"after restart\n" * 100], "grep").artifact
+    except Exception as exc:
+        found.append(("L1", f"externalize after restart failed: {type(exc).__name__}: {exc}"))
+        return None
+    assert ref is not None
+    name = posixpath.basename(ref.path)
+    if name in existing:
+        found.append(("S6", f"new externalization overwrote existing {name}"))
+    return name
+
+
+def _finish(
+    found: Iterable[tuple[str, str]], progress: Iterable[tuple[str, str]]
+) -> tuple[list[Violation], list[Violation]]:
+    def build(invariant: str, detail: str) -> Violation:
+        return Violation(
+            invariant=invariant, scenario="", target="", mode="", detail=detail, seed=""
+        )
+
+    return [build(*f) for f in found], [build(*p) for p in progress]
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _inside(path: str, *, ancestors_ok: bool = False) -> bool:
+    norm = posixpath.normpath(path)
+    if norm == SESSION or norm.startswith(SESSION + "/"):
+        return True
+    return ancestors_ok and SESSION.startswith(norm.rstrip("/") + "/")
+
+
+# -- the explorer -----------------------------------------------------------------------------
+
+
+@attrs.define(kw_only=True)
+class ExplorationResult:
+    """What an exploration found; ``violations`` keeps at most ``max_violations`` examples."""
+
+    states: int = 0
+    violations: list[Violation] = attrs.field(factory=list)
+    progress: list[Violation] = attrs.field(factory=list)
+    violation_counts: Counter[str] = attrs.field(factory=Counter)
+    progress_counts: Counter[str] = attrs.field(factory=Counter)
+    ignored_counts: Counter[str] = attrs.field(factory=Counter)
+    crash_point_states: Counter[str] = attrs.field(factory=Counter)
+    recovery_crash_states: int = 0
+    per_scenario: dict[str, int] = attrs.field(factory=dict)
+    known_points: tuple[str, ...] = ()
+    seconds: float = 0.0
+
+    @property
+    def violation_total(self) -> int:
+        return sum(self.violation_counts.values())
+
+    @property
+    def uncovered(self) -> list[str]:
+        return [p for p in self.known_points if self.crash_point_states[p] == 0]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "crash_states": self.states,
+            "recovery_crash_states": self.recovery_crash_states,
+            "violation_count": self.violation_total,
+            "violations_by_invariant": dict(sorted(self.violation_counts.items())),
+            "violations": [v.to_dict() for v in self.violations],
+            "ignored_by_invariant": dict(sorted(self.ignored_counts.items())),
+            "progress_count": sum(self.progress_counts.values()),
+            "progress_findings": [v.to_dict() for v in self.progress],
+            "crash_point_coverage": {
+                p: self.crash_point_states[p]
+                for p in sorted(set(self.known_points) | set(self.crash_point_states))
+            },
+            "uncovered_crash_points": self.uncovered,
+            "per_scenario": dict(self.per_scenario),
+            "seconds": round(self.seconds, 2),
+        }
+
+
+def known_crash_points() -> tuple[str, ...]:
+    """Every ``crash_point("...")`` name in the toolswap sources (the coverage goal)."""
+    import toolswap
+
+    root = Path(toolswap.__file__).parent
+    names: set[str] = set()
+    for source in root.rglob("*.py"):
+        names.update(re.findall(r"crash_point\(\s*[\"']([^\"']+)[\"']", source.read_text()))
+    return tuple(sorted(names))
+
+
+class CrashExplorer:
+    """Crash each scenario at every target in every mode; see the module docstring.
+
+    ``seeds`` seeded choice streams are tried per target for each torn
+    granularity and for ``dir_subset``; ``drop`` is deterministic and runs once.
+    Violations of the invariants in ``ignore`` are counted apart and do not
+    count as violations.
+    """
+
+    def __init__(
+        self,
+        scenarios: Sequence[Scenario] = STANDARD_SCENARIOS,
+        *,
+        seeds: int = 2,
+        modes: Sequence[str] = CRASH_MODES,
+        max_violations: int = 50,
+        ignore: Iterable[str] = (),
+        recovery_crashes: int = 1,
+    ) -> None:
+        if seeds < 1:
+            raise ValueError("seeds must be >= 1")
+        unknown = [m for m in modes if m not in CRASH_MODES]
+        if unknown:
+            raise ValueError(f"unknown crash modes {unknown}; want some of {CRASH_MODES}")
+        self.scenarios = tuple(scenarios)
+        self.seeds = seeds
+        self.modes = tuple(modes)
+        self.max_violations = max_violations
+        self.ignore = frozenset(ignore)
+        if recovery_crashes < 0:
+            raise ValueError("recovery_crashes must be >= 0")
+        self.recovery_crashes = recovery_crashes
+
+    def targets(self, scenario: Scenario) -> list[Target]:
+        """Every I/O op and crash-point pass of one uncrashed run, plus its end."""
+        world = World()
+        scenario.setup(world)
+        disk = world.disk
+        start_io = disk.io_count
+        start_points = len(disk.crash_points_seen)
+        _run_guarded(world, scenario)
+        targets = [Target("io", nth=k) for k in range(1, disk.io_count - start_io + 1)]
+        seen: Counter[str] = Counter()
+        for name in disk.crash_points_seen[start_points:]:
+            seen[name] += 1
+            targets.append(Target("point", name, seen[name]))
+        targets.append(Target("end"))
+        return targets
+
+    def variants(self) -> list[tuple[str, int | None, int]]:
+        """(mode, torn granularity, seed index) for every crash of one target."""
+        out: list[tuple[str, int | None, int]] = []
+        for mode in self.modes:
+            if mode == "drop":
+                out.append((mode, None, 0))
+            elif mode == "torn":
+                out.extend((mode, g, i) for g in TORN_GRANULARITIES for i in range(self.seeds))
+            else:
+                out.extend((mode, None, i) for i in range(self.seeds))
+        return out
+
+    def explore(self, progress: Callable[[str, int], None] | None = None) -> ExplorationResult:
+        started = time.perf_counter()
+        result = ExplorationResult(known_points=known_crash_points())
+        for scenario in self.scenarios:
+            count = 0
+            for target in self.targets(scenario):
+                recovery_ops = 0
+                for mode, granularity, index in self.variants():
+                    seed = f"{scenario.name}|{target}|{mode}|{granularity}|{index}"
+                    violations, findings, world = run_state(
+                        scenario, target, mode, granularity=granularity, seed=seed
+                    )
+                    recovery_ops = max(recovery_ops, world.recovery_ops)
+                    count += 1
+                    if target.kind == "point":
+                        result.crash_point_states[target.name] += 1
+                    shown = mode if granularity is None else f"{mode}/{granularity}"
+                    self._record(result, violations, findings, scenario, target, shown, seed)
+                for index in range(self.recovery_crashes if recovery_ops else 0):
+                    mode = self.modes[index % len(self.modes)]
+                    seed = f"{scenario.name}|{target}|{mode}|recovery|{index}"
+                    at = 1 + random.Random(seed).randrange(recovery_ops)
+                    violations, findings, world = run_state(
+                        scenario, target, mode, seed=seed, recovery_crash_at=at
+                    )
+                    count += 1
+                    result.recovery_crash_states += world.recovery_crashed
+                    shown = f"{mode}+recovery-crash@io#{at}"
+                    self._record(result, violations, findings, scenario, target, shown, seed)
+            result.per_scenario[scenario.name] = count
+            result.states += count
+            if progress is not None:
+                progress(scenario.name, count)
+        result.seconds = time.perf_counter() - started
+        return result
+
+    def _record(
+        self,
+        result: ExplorationResult,
+        violations: list[Violation],
+        findings: list[Violation],
+        scenario: Scenario,
+        target: Target,
+        mode: str,
+        seed: str,
+    ) -> None:
+        def place(v: Violation) -> Violation:
+            return attrs.evolve(v, scenario=scenario.name, target=str(target), mode=mode, seed=seed)
+
+        for v in violations:
+            if v.invariant in self.ignore:
+                result.ignored_counts[v.invariant] += 1
+                continue
+            result.violation_counts[v.invariant] += 1
+            if len(result.violations) < self.max_violations:
+                result.violations.append(place(v))
+        for v in findings:
+            result.progress_counts[v.invariant] += 1
+            if len(result.progress) < self.max_violations:
+                result.progress.append(place(v))
+
+
+def replay(
+    violation: Violation, scenarios: Sequence[Scenario] = STANDARD_SCENARIOS
+) -> tuple[list[Violation], list[Violation], World]:
+    """Re-run the crash state of ``violation``: (violations, progress, world) like run_state."""
+    scenario = next(s for s in scenarios if s.name == violation.scenario)
+    shown, _, crash_at = violation.mode.partition("+recovery-crash@io#")
+    mode, _, gran = shown.partition("/")
+    text = violation.target
+    if text == "end":
+        target = Target("end")
+    elif text.startswith("io#"):
+        target = Target("io", nth=int(text[3:]))
+    else:
+        name, _, nth = text.rpartition("#")
+        target = Target("point", name, int(nth))
+    granularity = int(gran) if gran else None
+    return run_state(
+        scenario,
+        target,
+        mode,
+        granularity=granularity,
+        seed=violation.seed,
+        recovery_crash_at=int(crash_at) if crash_at else None,
+    )

@@ -1,0 +1,258 @@
+"""The actors' program counters and the artifact file: four small machines.
+
+Rules
+=====
+
+* **Artifact file** (per name): ``NONE`` --write--> ``VOLATILE`` --fsync-->
+  ``PRESENT`` --delete--> ``DELETED``.  A crash turns ``VOLATILE`` back into
+  ``NONE`` (the bytes were never durable, and nobody had the pointer yet).
+  A ``DELETED`` name is never written again.
+* **Publisher** (per transaction): ``IDLE`` --prepare--> ``PREPARING``
+  --send (only once PREPARED is durable)--> ``SENT``; the owner answers with an
+  ack (``ACKED`` --commit--> ``DONE``) or an error (``DONE``, the lease stays
+  PREPARED); an explicit rejection before any write ends in ``DONE`` after
+  ABORTED.
+* **Remover** (per transaction): ``IDLE`` --owner removed, ack seen-->
+  ``REMOVED`` --release--> ``IDLE``; a lost removal ack leaves it ``IDLE`` and
+  the lease COMMITTED (retry is safe: removing what is gone is a no-op).
+* **Reconciler**: ``IDLE`` --observe absent--> ``OBSERVED`` --seal CAS-->
+  ``SEALING`` --tombstone durable--> ``SEALED`` --append ABORTED--> ``IDLE``;
+  a stale CAS goes back to ``IDLE`` (pending_stale).
+* **GC**: ``IDLE`` --plan--> ``PLANNED`` --apply--> ``IDLE``.
+
+A crash resets every program counter to its initial state.
+
+Theory of operation
+===================
+
+The program counters are the *volatile* part of each actor: where it is in its
+protocol.  They are tables like the others, so the diagrams in SPEC.md are
+drawn from them; the composed model in :mod:`system` consults them for every
+step, and a step the table does not allow raises :class:`IllegalTransition`.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any, Generic, TypeVar
+
+import attrs
+
+from .errors import IllegalTransition
+
+__all__ = [
+    "FileStatus",
+    "FileEvent",
+    "PublisherPc",
+    "PublisherEvent",
+    "RemoverPc",
+    "RemoverEvent",
+    "ReconcilerPc",
+    "ReconcilerEvent",
+    "GcPc",
+    "GcEvent",
+    "Machine",
+    "FILE_MACHINE",
+    "PUBLISHER_MACHINE",
+    "REMOVER_MACHINE",
+    "RECONCILER_MACHINE",
+    "GC_MACHINE",
+    "MACHINES",
+    "RELEASE_FIRST_REMOVER_MACHINE",
+    "EARLY_ABORT_RECONCILER_MACHINE",
+]
+
+S = TypeVar("S", bound=enum.Enum)
+E = TypeVar("E", bound=enum.Enum)
+
+
+@attrs.frozen
+class Machine(Generic[S, E]):
+    """A named transition table with an initial state."""
+
+    name: str
+    initial: S
+    table: Mapping[tuple[S, E], S]
+
+    def step(self, state: S, event: E) -> S:
+        """The next state; raises :class:`IllegalTransition` for a missing key."""
+        try:
+            return self.table[(state, event)]
+        except KeyError:
+            raise IllegalTransition(self.name, state, event) from None
+
+
+class FileStatus(enum.Enum):
+    NONE = "none"
+    VOLATILE = "volatile"
+    PRESENT = "present"
+    DELETED = "deleted"
+
+
+class FileEvent(enum.Enum):
+    WRITE = "write"
+    FSYNC = "fsync"
+    DELETE = "delete"
+    CRASH = "crash"
+
+
+class PublisherPc(enum.Enum):
+    IDLE = "idle"
+    PREPARING = "preparing"
+    SENT = "sent"
+    ACKED = "acked"
+    DONE = "done"
+
+
+class PublisherEvent(enum.Enum):
+    PREPARE = "prepare"
+    SEND = "send"
+    REJECTED = "rejected"
+    ACK = "ack"
+    ERROR = "error"
+    COMMIT = "commit"
+
+
+class RemoverPc(enum.Enum):
+    IDLE = "idle"
+    REMOVED = "removed"
+    RELEASED_FIRST = "released_first"  # only the release-before-remove mistake gets here
+
+
+class RemoverEvent(enum.Enum):
+    REMOVE_ACK = "remove_ack"
+    REMOVE_ERROR = "remove_error"
+    RELEASE = "release"
+    RELEASE_FIRST = "release_first"  # mistake only
+    REMOVE_AFTER = "remove_after"  # mistake only
+
+
+class ReconcilerPc(enum.Enum):
+    IDLE = "idle"
+    OBSERVED = "observed"
+    SEALING = "sealing"
+    SEALED = "sealed"
+
+
+class ReconcilerEvent(enum.Enum):
+    RESOLVE = "resolve"  # committed / aborted (sealed) / pending_* inside the fence
+    OBSERVE_ABSENT = "observe_absent"
+    SEAL = "seal"
+    STALE = "stale"
+    TOMBSTONE_DURABLE = "tombstone_durable"
+    APPEND_ABORTED = "append_aborted"
+
+
+class GcPc(enum.Enum):
+    IDLE = "idle"
+    PLANNED = "planned"
+
+
+class GcEvent(enum.Enum):
+    PLAN = "plan"
+    APPLY = "apply"
+
+
+_F, _FE = FileStatus, FileEvent
+FILE_MACHINE: Machine[FileStatus, FileEvent] = Machine(
+    "artifact file",
+    _F.NONE,
+    MappingProxyType(
+        {
+            (_F.NONE, _FE.WRITE): _F.VOLATILE,
+            (_F.VOLATILE, _FE.FSYNC): _F.PRESENT,
+            (_F.VOLATILE, _FE.CRASH): _F.NONE,
+            (_F.VOLATILE, _FE.DELETE): _F.DELETED,
+            (_F.PRESENT, _FE.DELETE): _F.DELETED,
+        }
+    ),
+)
+
+_P, _PE = PublisherPc, PublisherEvent
+PUBLISHER_MACHINE: Machine[PublisherPc, PublisherEvent] = Machine(
+    "publisher",
+    _P.IDLE,
+    MappingProxyType(
+        {
+            (_P.IDLE, _PE.PREPARE): _P.PREPARING,
+            (_P.PREPARING, _PE.SEND): _P.SENT,
+            (_P.PREPARING, _PE.REJECTED): _P.DONE,
+            (_P.SENT, _PE.ACK): _P.ACKED,
+            (_P.SENT, _PE.ERROR): _P.DONE,
+            (_P.ACKED, _PE.COMMIT): _P.DONE,
+        }
+    ),
+)
+
+_M, _ME = RemoverPc, RemoverEvent
+REMOVER_MACHINE: Machine[RemoverPc, RemoverEvent] = Machine(
+    "remover",
+    _M.IDLE,
+    MappingProxyType(
+        {
+            (_M.IDLE, _ME.REMOVE_ACK): _M.REMOVED,
+            (_M.IDLE, _ME.REMOVE_ERROR): _M.IDLE,
+            (_M.REMOVED, _ME.RELEASE): _M.IDLE,
+        }
+    ),
+)
+
+_C, _CE = ReconcilerPc, ReconcilerEvent
+RECONCILER_MACHINE: Machine[ReconcilerPc, ReconcilerEvent] = Machine(
+    "reconciler",
+    _C.IDLE,
+    MappingProxyType(
+        {
+            (_C.IDLE, _CE.RESOLVE): _C.IDLE,
+            (_C.IDLE, _CE.OBSERVE_ABSENT): _C.OBSERVED,
+            (_C.OBSERVED, _CE.SEAL): _C.SEALING,
+            (_C.OBSERVED, _CE.STALE): _C.IDLE,
+            (_C.SEALING, _CE.TOMBSTONE_DURABLE): _C.SEALED,
+            (_C.SEALED, _CE.APPEND_ABORTED): _C.IDLE,
+        }
+    ),
+)
+
+_G, _GE = GcPc, GcEvent
+GC_MACHINE: Machine[GcPc, GcEvent] = Machine(
+    "gc",
+    _G.IDLE,
+    MappingProxyType({(_G.IDLE, _GE.PLAN): _G.PLANNED, (_G.PLANNED, _GE.APPLY): _G.IDLE}),
+)
+
+# --- the two machines that only mistake variants use (see :mod:`variants`) ---
+
+#: Remover that appends RELEASED before the owner removed the reference (breaks S4).
+RELEASE_FIRST_REMOVER_MACHINE: Machine[RemoverPc, RemoverEvent] = Machine(
+    "remover (mistake: release first)",
+    _M.IDLE,
+    MappingProxyType(
+        {
+            (_M.IDLE, _ME.RELEASE_FIRST): _M.RELEASED_FIRST,
+            (_M.RELEASED_FIRST, _ME.REMOVE_AFTER): _M.IDLE,
+        }
+    ),
+)
+
+#: Reconciler that appends ABORTED while the tombstone is still being written (breaks S3).
+EARLY_ABORT_RECONCILER_MACHINE: Machine[ReconcilerPc, ReconcilerEvent] = Machine(
+    "reconciler (mistake: abort early)",
+    _C.IDLE,
+    MappingProxyType(
+        {
+            **RECONCILER_MACHINE.table,
+            (_C.SEALING, _CE.APPEND_ABORTED): _C.IDLE,
+        }
+    ),
+)
+
+#: Every actor machine, in the order SPEC.md draws them.
+MACHINES: tuple[Machine[Any, Any], ...] = (
+    FILE_MACHINE,
+    PUBLISHER_MACHINE,
+    REMOVER_MACHINE,
+    RECONCILER_MACHINE,
+    GC_MACHINE,
+)

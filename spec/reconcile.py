@@ -1,0 +1,169 @@
+"""Owner reconciliation: the decision table of DESIGN section 6.
+
+Rules
+=====
+
+For a transaction whose lease is PREPARED, a fenced observation of the owner
+decides what the journal does:
+
+1. PUBLISHED, source id and full digest match: append COMMITTED inside the
+   fence -> ``committed``.
+2. PUBLISHED, identity differs: nothing -> ``pending_conflict`` (stays PREPARED,
+   protected with no expiry).
+3. UNKNOWN: nothing -> ``pending_unknown``.
+4. ABSENT, not sealed: the owner seals by CAS on the observed generation, and
+   only then is ABORTED appended -> ``aborted``; if the generation moved before
+   the seal, nothing -> ``pending_stale``.
+5. ABSENT, already sealed: append ABORTED, no second seal -> ``aborted``.
+6. A lease that is already terminal: nothing, whatever the owner says ->
+   ``already_committed`` / ``already_aborted`` / ``already_released``.
+7. Reconciling a transaction the journal does not know (NEW) is illegal: the key
+   is missing and :func:`decide` raises :class:`IllegalTransition`.
+
+Theory of operation
+===================
+
+Reconciliation resolves the leases that a crash or a lost acknowledgement left
+PREPARED.  It may only turn *evidence* into a terminal event: a visible
+reference with the right identity is evidence of COMMITTED; a sealed absence
+(tombstone durable first, S3) is evidence of ABORTED.  Everything else keeps
+the lease pending, and a pending lease keeps protecting its artifact (S1).
+The table is keyed by (lease state, observation kind); the seal's own outcome
+is a second, smaller table.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from types import MappingProxyType
+
+import attrs
+
+from .errors import IllegalTransition
+from .lease import LeaseAction, LeaseState
+from .owner import Observation, ObservedState, SealResult
+
+__all__ = [
+    "ObservationKind",
+    "ReconcileStatus",
+    "Decision",
+    "RECONCILE_TABLE",
+    "SEAL_TABLE",
+    "classify_observation",
+    "decide",
+    "after_seal",
+]
+
+
+class ObservationKind(enum.Enum):
+    """An observation reduced to the cases the decision table distinguishes."""
+
+    PUBLISHED_MATCH = "PUBLISHED, identity matches"
+    PUBLISHED_MISMATCH = "PUBLISHED, identity differs"
+    UNKNOWN = "UNKNOWN"
+    ABSENT_UNSEALED = "ABSENT, not sealed"
+    ABSENT_SEALED = "ABSENT, already sealed"
+
+
+class ReconcileStatus(enum.Enum):
+    """The status a reconciliation report carries."""
+
+    COMMITTED = "committed"
+    PENDING_CONFLICT = "pending_conflict"
+    PENDING_UNKNOWN = "pending_unknown"
+    ABORTED = "aborted"
+    PENDING_STALE = "pending_stale"
+    ALREADY_COMMITTED = "already_committed"
+    ALREADY_ABORTED = "already_aborted"
+    ALREADY_RELEASED = "already_released"
+
+
+@attrs.frozen
+class Decision:
+    """What to do: seal first or not, which journal action (None: nothing), the status."""
+
+    seal_first: bool
+    journal_action: LeaseAction | None
+    status: ReconcileStatus
+
+
+_K = ObservationKind
+_St = ReconcileStatus
+
+
+def _rows() -> dict[tuple[LeaseState, ObservationKind], Decision]:
+    rows: dict[tuple[LeaseState, ObservationKind], Decision] = {
+        (LeaseState.PREPARED, _K.PUBLISHED_MATCH): Decision(False, LeaseAction.COMMIT, _St.COMMITTED),
+        (LeaseState.PREPARED, _K.PUBLISHED_MISMATCH): Decision(False, None, _St.PENDING_CONFLICT),
+        (LeaseState.PREPARED, _K.UNKNOWN): Decision(False, None, _St.PENDING_UNKNOWN),
+        (LeaseState.PREPARED, _K.ABSENT_UNSEALED): Decision(True, LeaseAction.ABORT, _St.ABORTED),
+        (LeaseState.PREPARED, _K.ABSENT_SEALED): Decision(False, LeaseAction.ABORT, _St.ABORTED),
+    }
+    terminal = {
+        LeaseState.COMMITTED: _St.ALREADY_COMMITTED,
+        LeaseState.ABORTED: _St.ALREADY_ABORTED,
+        LeaseState.RELEASED: _St.ALREADY_RELEASED,
+    }
+    for state, status in terminal.items():
+        for kind in ObservationKind:
+            rows[(state, kind)] = Decision(False, None, status)
+    return rows
+
+
+#: (lease state, observation kind) -> decision.  A missing key is illegal.
+RECONCILE_TABLE: Mapping[tuple[LeaseState, ObservationKind], Decision] = MappingProxyType(_rows())
+
+#: The seal's outcome (row 4) -> decision.
+SEAL_TABLE: Mapping[SealResult, Decision] = MappingProxyType(
+    {
+        SealResult.SEALED: Decision(False, LeaseAction.ABORT, _St.ABORTED),
+        SealResult.ALREADY_SEALED: Decision(False, LeaseAction.ABORT, _St.ABORTED),
+        SealResult.STALE: Decision(False, None, _St.PENDING_STALE),
+    }
+)
+
+
+def classify_observation(observation: Observation) -> ObservationKind:
+    """Reduce an observation to its decision-table row.
+
+    post: implies(observation.state is ObservedState.UNKNOWN, __return__ is ObservationKind.UNKNOWN)
+    post: implies(__return__ is ObservationKind.PUBLISHED_MATCH, observation.identity_matches)
+    """
+    if observation.state is ObservedState.UNKNOWN:
+        return ObservationKind.UNKNOWN
+    if observation.state is ObservedState.PUBLISHED:
+        if observation.identity_matches:
+            return ObservationKind.PUBLISHED_MATCH
+        return ObservationKind.PUBLISHED_MISMATCH
+    if observation.sealed:
+        return ObservationKind.ABSENT_SEALED
+    return ObservationKind.ABSENT_UNSEALED
+
+
+def decide(state: LeaseState, kind: ObservationKind) -> Decision:
+    """The decision for a lease in ``state`` given an observation of ``kind``.
+
+    raises: IllegalTransition
+    post: implies(__return__.journal_action is LeaseAction.COMMIT, kind is ObservationKind.PUBLISHED_MATCH)
+    post: implies(__return__.journal_action is LeaseAction.ABORT, kind in (ObservationKind.ABSENT_SEALED, ObservationKind.ABSENT_UNSEALED))
+    post: implies(state is not LeaseState.PREPARED, __return__.journal_action is None and not __return__.seal_first)
+    post: implies(__return__.seal_first, kind is ObservationKind.ABSENT_UNSEALED)
+    """
+    try:
+        return RECONCILE_TABLE[(state, kind)]
+    except KeyError:
+        raise IllegalTransition("reconcile", state, kind) from None
+
+
+def after_seal(result: SealResult) -> Decision:
+    """The decision once the seal of row 4 answered.
+
+    post: (__return__.journal_action is LeaseAction.ABORT) == (result is not SealResult.STALE)
+    """
+    return SEAL_TABLE[result]
+
+
+def implies(a: bool, b: bool) -> bool:
+    """Logical implication, for contracts."""
+    return (not a) or b

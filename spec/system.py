@@ -1,0 +1,746 @@
+"""The composed system: artifacts, journal and owner, with every actor interleaved.
+
+Rules
+=====
+
+State, split into what survives a crash and what does not:
+
+============== ===================================== ==============================
+component      durable (kept by ``Crash``)            volatile (lost by ``Crash``)
+============== ===================================== ==============================
+artifacts      fsynced files (PRESENT / DELETED)      written, not yet fsynced files
+journal        fsynced records per transaction        appended, not yet fsynced records
+owner          records (state, generation, digest)    a tombstone being written
+network        publish requests in flight (they may   --
+               still land after a crash)
+actors         --                                     every program counter, the GC
+                                                      plan, the externalizer's counter
+ghosts         rejected-before-write flags, "touched  --
+               a path outside" (for S7)
+============== ===================================== ==============================
+
+Actors and their steps (each step is atomic; any interleaving is allowed):
+
+* externalizer: write a new artifact (exclusive create), fsync it;
+* clock: an artifact ages past the orphan TTL;
+* publisher (per transaction): PREPARED (append), journal fsync, send the
+  publish request once PREPARED is durable, commit on ack, abort on an explicit
+  rejection before any write;
+* owner: applies a publish request (ack, or a lost ack: durable write, caller
+  sees an error), refuses it under a tombstone, loses it in the network, makes
+  a tombstone durable;
+* remover (per transaction): owner removes the reference (ack or lost ack),
+  then RELEASED is appended;
+* reconciler: fenced observation (may be UNKNOWN), seal by CAS, ABORTED after
+  the tombstone is durable, COMMITTED for a matching visible reference;
+* GC: plan (classify with :func:`cleanup.classify`), apply (re-validate with
+  :func:`cleanup.revalidate`, under the journal lock, with the current claims);
+* faults: ``Crash`` (keep only durable state, then recovery: the journal's
+  durable records are the claims, every program counter restarts), a lost
+  ack, a dropped request, an UNKNOWN answer, an external writer that alters
+  an artifact's bytes.
+
+Theory of operation
+===================
+
+:class:`Model` is the pure ``step`` of the whole system: :meth:`Model.successors`
+lists every enabled :class:`Step` with the state it leads to.  Every protocol
+decision delegates to the tables of :mod:`lease`, :mod:`owner`,
+:mod:`reconcile`, :mod:`cleanup` and :mod:`actors`; this module only wires them
+together and says what is durable.  A *mistake* (:class:`Mistake`) switches one
+protocol rule off, so :mod:`variants` can show what each rule buys.
+
+Abstractions, on purpose: one reconciler; claims carry no ``retain_until``
+(a COMMITTED lease holds until RELEASED); time is one "past the TTL" flag per
+artifact; digests are small integers (content version, +100 when altered
+externally); the correct externalizer writes only names that never existed
+(exclusive create never reuses a name).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterator
+
+import attrs
+
+from . import cleanup, lease, owner
+from .actors import (
+    EARLY_ABORT_RECONCILER_MACHINE,
+    FILE_MACHINE,
+    GC_MACHINE,
+    PUBLISHER_MACHINE,
+    RECONCILER_MACHINE,
+    RELEASE_FIRST_REMOVER_MACHINE,
+    REMOVER_MACHINE,
+    FileEvent,
+    FileStatus,
+    GcEvent,
+    GcPc,
+    Machine,
+    PublisherEvent,
+    PublisherPc,
+    ReconcilerEvent,
+    ReconcilerPc,
+    RemoverEvent,
+    RemoverPc,
+)
+from .errors import BadBounds, IllegalTransition
+from .lease import LeaseAction, LeaseState
+from .owner import OwnerAction, OwnerRecord, OwnerResult, SealResult
+from .reconcile import ObservationKind, classify_observation, decide
+
+__all__ = [
+    "Mistake",
+    "Bounds",
+    "FileSlot",
+    "JournalTxn",
+    "OwnerSlot",
+    "Reconciler",
+    "TargetKind",
+    "PlanTarget",
+    "SystemState",
+    "StepKind",
+    "Step",
+    "Model",
+    "artifact_name",
+    "txn_name",
+    "PROGRESS_STEPS",
+]
+
+NOW = 1
+TTL = 1
+TAMPER_OFFSET = 100
+
+
+class Mistake(enum.Enum):
+    """One protocol rule switched off (see :mod:`variants`)."""
+
+    PUBLISH_BEFORE_PREPARED_DURABLE = "publish before PREPARED is durable"
+    RELEASE_BEFORE_REMOVE = "RELEASED before the owner removed the reference"
+    ABORT_BEFORE_TOMBSTONE_DURABLE = "ABORTED before the tombstone is durable"
+    NOT_FOUND_IS_ABSENT = "one 'not found' treated as absent, no seal"
+    GC_SKIPS_REVALIDATION = "GC apply deletes without re-validation"
+    GC_TRUSTS_MEMORY_PATH = "GC deletes the artifact_path a Memory record names"
+    COUNTER_RESTART_OVERWRITES = "counter restarts at 001 and overwrites"
+    GC_FOLLOWS_UNKNOWN_ENTRIES = "GC continues past unknown entries (follows a symlink)"
+    GC_IGNORES_DIGEST_CONFLICT = "GC continues past a digest conflict"
+    DELETE_FOLDER_AT_SESSION_END = "delete the whole tool-results/ at session end"
+    BLIND_TERMINAL_APPEND = "journal appends terminal events without folding the current phase"
+
+
+@attrs.frozen
+class Bounds:
+    """Exploration bounds; every fault can be switched off."""
+
+    artifacts: int = 2
+    transactions: int = 2
+    max_generation: int = 3
+    max_deletions: int = 100
+    crashes: bool = True
+    lost_acks: bool = True
+    unknown: bool = True
+    tamper: bool = True
+    foreign_entry: bool = True
+
+    def __attrs_post_init__(self) -> None:
+        if not 1 <= self.artifacts <= 4:
+            raise BadBounds("artifacts must be 1..4")
+        if not 1 <= self.transactions <= 4:
+            raise BadBounds("transactions must be 1..4")
+        if not 1 <= self.max_generation <= 6:
+            raise BadBounds("max_generation must be 1..6")
+        if self.max_deletions < 0:
+            raise BadBounds("max_deletions must be >= 0")
+
+
+@attrs.frozen
+class FileSlot:
+    """One artifact name: status, content version (writes so far), aged, altered."""
+
+    status: FileStatus = FileStatus.NONE
+    content: int = 0
+    old: bool = False
+    tampered: bool = False
+
+    @property
+    def digest(self) -> int:
+        return self.content + (TAMPER_OFFSET if self.tampered else 0)
+
+    @property
+    def exists(self) -> bool:
+        return self.status in (FileStatus.VOLATILE, FileStatus.PRESENT)
+
+
+@attrs.frozen
+class JournalTxn:
+    """One transaction's journal records: durable, then volatile; the intent's digest."""
+
+    durable: tuple[LeaseState, ...] = ()
+    volatile: tuple[LeaseState, ...] = ()
+    intent: int = 0
+
+    @property
+    def records(self) -> tuple[LeaseState, ...]:
+        """What a reader of the file sees now (the page cache included)."""
+        return self.durable + self.volatile
+
+    @property
+    def state(self) -> LeaseState:
+        records = self.records
+        return records[-1] if records else LeaseState.NEW
+
+    @property
+    def durable_state(self) -> LeaseState:
+        return self.durable[-1] if self.durable else LeaseState.NEW
+
+
+@attrs.frozen
+class OwnerSlot:
+    """The owner's record for one transaction id, a tombstone in progress, a request in flight."""
+
+    record: OwnerRecord = OwnerRecord()
+    pending_tombstone: bool = False
+    inflight: int = 0  # digest of an in-flight publish request; 0: none
+
+
+@attrs.frozen
+class Reconciler:
+    pc: ReconcilerPc = ReconcilerPc.IDLE
+    txn: int = -1
+    generation: int = 0
+
+
+class TargetKind(enum.Enum):
+    ARTIFACT = "artifact"
+    FOREIGN_ENTRY = "foreign entry"
+    MEMORY_PATH = "memory path"
+
+
+@attrs.frozen
+class PlanTarget:
+    kind: TargetKind
+    index: int
+    facts: cleanup.FileFacts | None = None
+
+
+@attrs.frozen(cache_hash=True)
+class SystemState:
+    """The whole system (see the module docstring for what is durable)."""
+
+    files: tuple[FileSlot, ...]
+    journal: tuple[JournalTxn, ...]
+    owner: tuple[OwnerSlot, ...]
+    publishers: tuple[PublisherPc, ...]
+    removers: tuple[RemoverPc, ...]
+    reconciler: Reconciler = Reconciler()
+    gc_plan: tuple[PlanTarget, ...] | None = None
+    counter: int = 0
+    rejected: tuple[bool, ...] = ()
+    outside_touched: bool = False
+
+
+class StepKind(enum.Enum):
+    """Every kind of step, with the sentence :meth:`Step.describe` fills in."""
+
+    EXTERNALIZE = "externalizer writes {a} (not yet fsynced)"
+    OVERWRITE = "externalizer's counter points at {a} again and overwrites it"
+    FSYNC_ARTIFACT = "externalizer fsyncs {a} and returns its pointer"
+    TICK = "clock: {a} is now older than the orphan TTL"
+    TAMPER = "fault: someone outside toolswap alters the bytes of {a}"
+    PREPARE = "publisher {t} appends PREPARED for {a} (not yet fsynced)"
+    JOURNAL_FSYNC = "journal fsync: appended records are durable"
+    SEND = "publisher {t} sends the publish request to the owner"
+    REJECT = "owner rejects {t} before any write; publisher appends ABORTED"
+    APPLY_ACK = "owner applies {t}'s publish ({note}); the publisher gets the ack"
+    APPLY_LOST_ACK = "owner applies {t}'s publish durably, but the ack is lost (caller sees an error)"
+    REFUSE = "owner refuses {t}'s publish: a tombstone exists"
+    DROP = "fault: {t}'s publish request is lost in the network (caller sees an error)"
+    COMMIT = "publisher {t} appends COMMITTED{note}"
+    REMOVE_ACK = "remover: owner removes {t}'s reference{note}"
+    REMOVE_LOST_ACK = "remover: owner removes {t}'s reference, but the ack is lost"
+    RELEASE = "remover appends RELEASED for {t}"
+    RELEASE_FIRST = "remover appends RELEASED for {t} before asking the owner"
+    REMOVE_AFTER = "remover: owner removes {t}'s reference"
+    OBSERVE = "reconciler observes {t} inside the fence: {note}"
+    SEAL = "reconciler seals {t}'s absence by CAS on generation {note}: tombstone being written"
+    STALE = "reconciler's seal of {t} fails: {note} (pending_stale)"
+    TOMBSTONE_DURABLE = "owner makes {t}'s tombstone durable"
+    ABORT = "reconciler appends ABORTED for {t}"
+    GC_PLAN = "GC plans: {note}"
+    GC_APPLY = "GC applies: {note}"
+    SESSION_END = "session ends: the whole tool-results/ folder is deleted"
+    CRASH = "CRASH: only durable state survives; recovery restarts every actor"
+
+
+@attrs.frozen
+class Step:
+    """One labelled transition of the composed system."""
+
+    kind: StepKind
+    txn: int = -1
+    slot: int = -1
+    note: str = ""
+
+    def describe(self) -> str:
+        return self.kind.value.format(
+            a=artifact_name(self.slot) if self.slot >= 0 else "?",
+            t=txn_name(self.txn) if self.txn >= 0 else "?",
+            note=self.note,
+        )
+
+
+#: Steps that are not faults and start no new work: the fair continuation L1 relies on.
+PROGRESS_STEPS: frozenset[StepKind] = frozenset(
+    {
+        StepKind.FSYNC_ARTIFACT,
+        StepKind.TICK,
+        StepKind.JOURNAL_FSYNC,
+        StepKind.SEND,
+        StepKind.REJECT,
+        StepKind.APPLY_ACK,
+        StepKind.REFUSE,
+        StepKind.COMMIT,
+        StepKind.RELEASE,
+        StepKind.REMOVE_AFTER,
+        StepKind.OBSERVE,
+        StepKind.SEAL,
+        StepKind.STALE,
+        StepKind.TOMBSTONE_DURABLE,
+        StepKind.ABORT,
+        StepKind.GC_PLAN,
+        StepKind.GC_APPLY,
+    }
+)
+
+
+def artifact_name(slot: int) -> str:
+    return f"tool_result_{slot + 1:03d}.txt"
+
+
+def txn_name(txn: int) -> str:
+    return f"t{txn + 1}"
+
+
+def _put(values: tuple[object, ...], index: int, value: object) -> tuple[object, ...]:
+    return values[:index] + (value,) + values[index + 1 :]
+
+
+_ACTION_PHASE = {action: phase for phase, action in lease.RECORD_ACTION.items()}
+
+
+def _append(txn: JournalTxn, phase: LeaseState) -> JournalTxn:
+    return attrs.evolve(txn, volatile=txn.volatile + (phase,))
+
+
+@attrs.frozen
+class Model:
+    """The composed system under some bounds, with zero or more mistakes."""
+
+    bounds: Bounds = Bounds()
+    mistakes: frozenset[Mistake] = frozenset()
+
+    # ----------------------------------------------------------------- shape
+    def artifact_of(self, txn: int) -> int:
+        """Transaction ``t`` references artifact ``t mod artifacts``."""
+        return txn % self.bounds.artifacts
+
+    @property
+    def hostile_txn(self) -> int:
+        """The transaction whose Memory record carries a hostile ``artifact_path``."""
+        return self.bounds.transactions - 1
+
+    def initial(self) -> SystemState:
+        n = self.bounds.transactions
+        return SystemState(
+            files=(FileSlot(),) * self.bounds.artifacts,
+            journal=(JournalTxn(),) * n,
+            owner=(OwnerSlot(),) * n,
+            publishers=(PUBLISHER_MACHINE.initial,) * n,
+            removers=(REMOVER_MACHINE.initial,) * n,
+            rejected=(False,) * n,
+        )
+
+    # ------------------------------------------------------------- helpers
+    def claims_for(self, state: SystemState, slot: int) -> tuple[cleanup.Claim, ...]:
+        """Active claims on ``slot`` as the journal file shows them now."""
+        claims = []
+        for t, txn in enumerate(state.journal):
+            if self.artifact_of(t) == slot and lease.protects(txn.state):
+                claims.append(cleanup.Claim(digest=txn.intent, pending=lease.is_pending(txn.state)))
+        return tuple(claims)
+
+    @staticmethod
+    def facts_of(slot: FileSlot) -> cleanup.FileFacts | None:
+        if not slot.exists:
+            return None
+        mtime = NOW - TTL if slot.old else NOW
+        return cleanup.FileFacts(digest=slot.digest, size=slot.content, mtime=mtime)
+
+    def _journal_step(self, txn: JournalTxn, action: LeaseAction) -> JournalTxn:
+        """The journal's own rule: fold, then append only a state-changing record."""
+        if Mistake.BLIND_TERMINAL_APPEND in self.mistakes:
+            return _append(txn, _ACTION_PHASE[action])
+        target = lease.step(txn.state, action)
+        return _append(txn, target) if target is not txn.state else txn
+
+    def _with_journal(self, s: SystemState, t: int, txn: JournalTxn) -> SystemState:
+        return attrs.evolve(s, journal=_put(s.journal, t, txn))  # type: ignore[arg-type]
+
+    def _with_owner(self, s: SystemState, t: int, slot: OwnerSlot) -> SystemState:
+        return attrs.evolve(s, owner=_put(s.owner, t, slot))  # type: ignore[arg-type]
+
+    def _with_file(self, s: SystemState, a: int, slot: FileSlot) -> SystemState:
+        return attrs.evolve(s, files=_put(s.files, a, slot))  # type: ignore[arg-type]
+
+    def _with_pub(self, s: SystemState, t: int, event: PublisherEvent) -> SystemState:
+        pc = PUBLISHER_MACHINE.step(s.publishers[t], event)
+        return attrs.evolve(s, publishers=_put(s.publishers, t, pc))  # type: ignore[arg-type]
+
+    def _with_rem(self, s: SystemState, t: int, event: RemoverEvent) -> SystemState:
+        pc = self.remover_machine.step(s.removers[t], event)
+        return attrs.evolve(s, removers=_put(s.removers, t, pc))  # type: ignore[arg-type]
+
+    def _with_recon(
+        self, s: SystemState, event: ReconcilerEvent, txn: int = -1, generation: int = 0
+    ) -> SystemState:
+        pc = self.reconciler_machine.step(s.reconciler.pc, event)
+        if pc is ReconcilerPc.IDLE:
+            txn, generation = -1, 0
+        return attrs.evolve(s, reconciler=Reconciler(pc, txn, generation))
+
+    @property
+    def remover_machine(self) -> Machine[RemoverPc, RemoverEvent]:
+        if Mistake.RELEASE_BEFORE_REMOVE in self.mistakes:
+            return RELEASE_FIRST_REMOVER_MACHINE
+        return REMOVER_MACHINE
+
+    @property
+    def reconciler_machine(self) -> Machine[ReconcilerPc, ReconcilerEvent]:
+        if Mistake.ABORT_BEFORE_TOMBSTONE_DURABLE in self.mistakes:
+            return EARLY_ABORT_RECONCILER_MACHINE
+        return RECONCILER_MACHINE
+
+    # ---------------------------------------------------------- successors
+    def successors(self, s: SystemState) -> Iterator[tuple[Step, SystemState]]:
+        """Every enabled step from ``s`` and the state it leads to.
+
+        The session lock is held from a journal append until its fsync, so while
+        any record is volatile no other journal user (prepare, commit, abort,
+        release, reconciler, GC) can step: they all take that lock.
+        """
+        locked = any(txn.volatile for txn in s.journal)
+        yield from self._externalizer(s)
+        yield from self._publishers(s, locked)
+        yield from self._owner_network(s)
+        if not locked:
+            yield from self._removers(s)
+            yield from self._reconciler(s)
+            yield from self._gc(s)
+        yield from self._faults(s)
+
+    def _externalizer(self, s: SystemState) -> Iterator[tuple[Step, SystemState]]:
+        b, m = self.bounds, self.mistakes
+        if Mistake.COUNTER_RESTART_OVERWRITES in m:
+            a = s.counter
+            if a < b.artifacts:
+                f = s.files[a]
+                nxt = attrs.evolve(s, counter=a + 1)
+                if f.status is FileStatus.NONE:
+                    f2 = FileSlot(FILE_MACHINE.step(f.status, FileEvent.WRITE), 1)
+                    yield Step(StepKind.EXTERNALIZE, slot=a), self._with_file(nxt, a, f2)
+                elif f.content < 2:
+                    status = FileStatus.PRESENT if f.exists else FileStatus.VOLATILE
+                    f2 = FileSlot(status, f.content + 1)
+                    yield Step(StepKind.OVERWRITE, slot=a), self._with_file(nxt, a, f2)
+        else:
+            for a, f in enumerate(s.files):
+                if f.status is FileStatus.NONE:  # exclusive create: the first unused name
+                    f2 = FileSlot(FILE_MACHINE.step(f.status, FileEvent.WRITE), 1)
+                    yield Step(StepKind.EXTERNALIZE, slot=a), self._with_file(s, a, f2)
+                    break
+        for a, f in enumerate(s.files):
+            if f.status is FileStatus.VOLATILE:
+                f2 = attrs.evolve(f, status=FILE_MACHINE.step(f.status, FileEvent.FSYNC))
+                yield Step(StepKind.FSYNC_ARTIFACT, slot=a), self._with_file(s, a, f2)
+            if f.status is FileStatus.PRESENT and not f.old:
+                yield Step(StepKind.TICK, slot=a), self._with_file(s, a, attrs.evolve(f, old=True))
+
+    def _publishers(self, s: SystemState, locked: bool) -> Iterator[tuple[Step, SystemState]]:
+        early = Mistake.PUBLISH_BEFORE_PREPARED_DURABLE in self.mistakes
+        for t, pc in enumerate(s.publishers):
+            if locked and not (early and pc is PublisherPc.PREPARING):
+                continue
+            txn = s.journal[t]
+            a = self.artifact_of(t)
+            f = s.files[a]
+            if pc is PublisherPc.IDLE and txn.state is LeaseState.NEW:
+                # under the session lock: the artifact exists, is ours, digest matches
+                if f.status is FileStatus.PRESENT and not f.tampered:
+                    lease.step(txn.state, LeaseAction.PREPARE)
+                    txn2 = JournalTxn(volatile=(LeaseState.PREPARED,), intent=f.digest)
+                    s2 = self._with_pub(self._with_journal(s, t, txn2), t, PublisherEvent.PREPARE)
+                    yield Step(StepKind.PREPARE, txn=t, slot=a), s2
+            elif pc is PublisherPc.PREPARING:
+                durable = LeaseState.PREPARED in txn.durable
+                if durable or (early and LeaseState.PREPARED in txn.records):
+                    o = s.owner[t]
+                    s2 = self._with_owner(s, t, attrs.evolve(o, inflight=txn.intent))
+                    yield Step(StepKind.SEND, txn=t), self._with_pub(s2, t, PublisherEvent.SEND)
+                if durable and not locked:
+                    s2 = self._with_journal(s, t, self._journal_step(txn, LeaseAction.ABORT))
+                    s2 = attrs.evolve(s2, rejected=_put(s2.rejected, t, True))  # type: ignore[arg-type]
+                    yield Step(StepKind.REJECT, txn=t), self._with_pub(s2, t, PublisherEvent.REJECTED)
+            elif pc is PublisherPc.ACKED:
+                try:
+                    txn2 = self._journal_step(txn, LeaseAction.COMMIT)
+                    note = "" if txn2 is not txn else " (already COMMITTED: nothing appended)"
+                except IllegalTransition:  # released meanwhile: the journal refuses
+                    txn2 = txn
+                    note = f" but the journal refuses it: the lease is {txn.state.value}"
+                s2 = self._with_pub(self._with_journal(s, t, txn2), t, PublisherEvent.COMMIT)
+                yield Step(StepKind.COMMIT, txn=t, note=note), s2
+        if any(txn.volatile for txn in s.journal):
+            journal = tuple(
+                JournalTxn(txn.records, (), txn.intent) if txn.volatile else txn for txn in s.journal
+            )
+            yield Step(StepKind.JOURNAL_FSYNC), attrs.evolve(s, journal=journal)
+
+    def _owner_network(self, s: SystemState) -> Iterator[tuple[Step, SystemState]]:
+        b = self.bounds
+        for t, o in enumerate(s.owner):
+            if o.inflight:
+                waiting = s.publishers[t] is PublisherPc.SENT
+                cleared = attrs.evolve(o, inflight=0)
+                if o.pending_tombstone:
+                    result = OwnerResult.REFUSED
+                    record = o.record
+                else:
+                    record, result = owner.apply(o.record, OwnerAction.PUBLISH, o.inflight)
+                if record.generation > b.max_generation:
+                    continue
+                s2 = self._with_owner(s, t, attrs.evolve(cleared, record=record))
+                if result is OwnerResult.REFUSED:
+                    s3 = self._with_pub(s2, t, PublisherEvent.ERROR) if waiting else s2
+                    yield Step(StepKind.REFUSE, txn=t), s3
+                else:
+                    note = f"generation {record.generation}"
+                    s3 = self._with_pub(s2, t, PublisherEvent.ACK) if waiting else s2
+                    yield Step(StepKind.APPLY_ACK, txn=t, note=note), s3
+                    if b.lost_acks:
+                        s3 = self._with_pub(s2, t, PublisherEvent.ERROR) if waiting else s2
+                        yield Step(StepKind.APPLY_LOST_ACK, txn=t), s3
+                if b.lost_acks:
+                    s3 = self._with_owner(s, t, cleared)
+                    s3 = self._with_pub(s3, t, PublisherEvent.ERROR) if waiting else s3
+                    yield Step(StepKind.DROP, txn=t), s3
+            if o.pending_tombstone:
+                record, result = owner.apply(o.record, OwnerAction.SEAL)
+                if record.generation > b.max_generation:
+                    continue
+                s2 = self._with_owner(s, t, attrs.evolve(o, record=record, pending_tombstone=False))
+                r = s2.reconciler
+                if r.pc is ReconcilerPc.SEALING and r.txn == t:
+                    s2 = self._with_recon(s2, ReconcilerEvent.TOMBSTONE_DURABLE, t, r.generation)
+                yield Step(StepKind.TOMBSTONE_DURABLE, txn=t), s2
+
+    def _removers(self, s: SystemState) -> Iterator[tuple[Step, SystemState]]:
+        b = self.bounds
+        first = Mistake.RELEASE_BEFORE_REMOVE in self.mistakes
+        for t, pc in enumerate(s.removers):
+            txn = s.journal[t]
+            o = s.owner[t]
+            if pc is RemoverPc.IDLE and txn.state is LeaseState.COMMITTED:
+                if first:
+                    s2 = self._with_journal(s, t, self._journal_step(txn, LeaseAction.RELEASE))
+                    yield Step(StepKind.RELEASE_FIRST, txn=t), self._with_rem(
+                        s2, t, RemoverEvent.RELEASE_FIRST
+                    )
+                    continue
+                record, result = owner.apply(o.record, OwnerAction.REMOVE)
+                if record.generation > b.max_generation:
+                    continue
+                s2 = self._with_owner(s, t, attrs.evolve(o, record=record))
+                note = "" if result is OwnerResult.APPLIED else " (already gone: no-op)"
+                yield Step(StepKind.REMOVE_ACK, txn=t, note=note), self._with_rem(
+                    s2, t, RemoverEvent.REMOVE_ACK
+                )
+                if b.lost_acks:
+                    yield Step(StepKind.REMOVE_LOST_ACK, txn=t), self._with_rem(
+                        s2, t, RemoverEvent.REMOVE_ERROR
+                    )
+            elif pc is RemoverPc.REMOVED:
+                s2 = self._with_journal(s, t, self._journal_step(txn, LeaseAction.RELEASE))
+                yield Step(StepKind.RELEASE, txn=t), self._with_rem(s2, t, RemoverEvent.RELEASE)
+            elif pc is RemoverPc.RELEASED_FIRST:
+                record, _ = owner.apply(o.record, OwnerAction.REMOVE)
+                s2 = self._with_owner(s, t, attrs.evolve(o, record=record))
+                yield Step(StepKind.REMOVE_AFTER, txn=t), self._with_rem(
+                    s2, t, RemoverEvent.REMOVE_AFTER
+                )
+
+    def _reconciler(self, s: SystemState) -> Iterator[tuple[Step, SystemState]]:
+        r = s.reconciler
+        if r.pc is ReconcilerPc.IDLE:
+            for t, txn in enumerate(s.journal):
+                if txn.state is not LeaseState.PREPARED:
+                    continue
+                o = s.owner[t]
+                obs = owner.observe(o.record, txn.intent)
+                kind = classify_observation(obs)
+                d = decide(txn.state, kind)
+                if d.seal_first and Mistake.NOT_FOUND_IS_ABSENT not in self.mistakes:
+                    s2 = self._with_recon(s, ReconcilerEvent.OBSERVE_ABSENT, t, obs.generation)
+                    note = f"ABSENT, not sealed, generation {obs.generation}"
+                    yield Step(StepKind.OBSERVE, txn=t, note=note), s2
+                elif d.journal_action is not None:
+                    s2 = self._with_journal(s, t, self._journal_step(txn, d.journal_action))
+                    s2 = self._with_recon(s2, ReconcilerEvent.RESOLVE)
+                    note = f"{kind.value} -> appends {lease.step(txn.state, d.journal_action).value}"
+                    yield Step(StepKind.OBSERVE, txn=t, note=note), s2
+                else:
+                    yield Step(StepKind.OBSERVE, txn=t, note=f"{kind.value} -> {d.status.value}"), s
+                if self.bounds.unknown:
+                    note = f"{ObservationKind.UNKNOWN.value} -> pending_unknown"
+                    yield Step(StepKind.OBSERVE, txn=t, note=note), s
+        elif r.pc is ReconcilerPc.OBSERVED:
+            t = r.txn
+            o = s.owner[t]
+            if o.pending_tombstone:
+                sealed_record, result = o.record, SealResult.STALE
+            else:
+                sealed_record, result = owner.seal(o.record, r.generation)
+            if result is SealResult.SEALED:
+                s2 = self._with_owner(s, t, attrs.evolve(o, pending_tombstone=True))
+                s2 = self._with_recon(s2, ReconcilerEvent.SEAL, t, r.generation)
+                yield Step(StepKind.SEAL, txn=t, note=str(r.generation)), s2
+            else:
+                note = f"the generation is {o.record.generation}, not {r.generation}"
+                yield Step(StepKind.STALE, txn=t, note=note), self._with_recon(s, ReconcilerEvent.STALE)
+        else:
+            t = r.txn
+            key = (r.pc, ReconcilerEvent.APPEND_ABORTED)
+            if key in self.reconciler_machine.table:
+                s2 = self._with_journal(s, t, self._journal_step(s.journal[t], LeaseAction.ABORT))
+                yield Step(StepKind.ABORT, txn=t), self._with_recon(s2, ReconcilerEvent.APPEND_ABORTED)
+
+    def _gc(self, s: SystemState) -> Iterator[tuple[Step, SystemState]]:
+        m = self.mistakes
+        if s.gc_plan is None:
+            targets: list[PlanTarget] = []
+            touched = s.outside_touched
+            planned = 0
+            policy = cleanup.Policy(orphan_ttl_seconds=TTL, max_deletions=self.bounds.max_deletions)
+            for a, f in enumerate(s.files):
+                facts = self.facts_of(f)
+                claims = self.claims_for(s, a)
+                if facts is None:
+                    continue
+                if Mistake.GC_IGNORES_DIGEST_CONFLICT in m:
+                    claims = tuple(k for k in claims if k.digest == facts.digest)
+                status = cleanup.classify(facts, claims, policy, NOW, planned)
+                if status is cleanup.PlanStatus.PLANNED_DELETE:
+                    planned += 1
+                    targets.append(PlanTarget(TargetKind.ARTIFACT, a, facts))
+            if self.bounds.foreign_entry:
+                link = cleanup.FileFacts(kind=cleanup.EntryKind.SYMLINK)
+                if Mistake.GC_FOLLOWS_UNKNOWN_ENTRIES in m:
+                    touched = True  # hashing the entry reads the file outside
+                    targets.append(PlanTarget(TargetKind.FOREIGN_ENTRY, 0))
+                else:
+                    denied = cleanup.classify(link, (), policy, NOW, planned)
+                    assert denied is cleanup.PlanStatus.DENIED
+            if Mistake.GC_TRUSTS_MEMORY_PATH in m:
+                for t, txn in enumerate(s.journal):
+                    if txn.state is LeaseState.RELEASED:
+                        targets.append(PlanTarget(TargetKind.MEMORY_PATH, t))
+            if targets:
+                names = ", ".join(_target_name(self, x) for x in targets)
+                s2 = attrs.evolve(s, gc_plan=tuple(targets), outside_touched=touched)
+                GC_MACHINE.step(GcPc.IDLE, GcEvent.PLAN)
+                yield Step(StepKind.GC_PLAN, note=f"planned_delete {names}"), s2
+        else:
+            s2 = attrs.evolve(s, gc_plan=None)
+            done: list[str] = []
+            for x in s.gc_plan:
+                if x.kind is TargetKind.ARTIFACT:
+                    a = x.index
+                    f = s2.files[a]
+                    current = self.facts_of(f)
+                    claims = self.claims_for(s2, a)
+                    if Mistake.GC_IGNORES_DIGEST_CONFLICT in m and current is not None:
+                        claims = tuple(k for k in claims if k.digest == current.digest)
+                    if Mistake.GC_SKIPS_REVALIDATION in m:
+                        outcome = (
+                            cleanup.ApplyStatus.DELETED if f.exists else cleanup.ApplyStatus.ALREADY_MISSING
+                        )
+                    else:
+                        assert x.facts is not None
+                        outcome = cleanup.revalidate(x.facts, current, claims, NOW)
+                    if outcome is cleanup.ApplyStatus.DELETED:
+                        f2 = attrs.evolve(f, status=FILE_MACHINE.step(f.status, FileEvent.DELETE))
+                        s2 = self._with_file(s2, a, f2)
+                    done.append(f"{artifact_name(a)} {outcome.value}")
+                elif x.kind is TargetKind.FOREIGN_ENTRY:
+                    s2 = attrs.evolve(s2, outside_touched=True)
+                    done.append("deleted the symlink's target outside tool-results/")
+                else:
+                    t = x.index
+                    if t == self.hostile_txn:
+                        s2 = attrs.evolve(s2, outside_touched=True)
+                        done.append(f"deleted {txn_name(t)}'s Memory artifact_path ../../outside")
+                    else:
+                        a = self.artifact_of(t)
+                        f = s2.files[a]
+                        if f.exists:
+                            f2 = attrs.evolve(f, status=FILE_MACHINE.step(f.status, FileEvent.DELETE))
+                            s2 = self._with_file(s2, a, f2)
+                        done.append(f"deleted {txn_name(t)}'s Memory artifact_path {artifact_name(a)}")
+            GC_MACHINE.step(GcPc.PLANNED, GcEvent.APPLY)
+            yield Step(StepKind.GC_APPLY, note="; ".join(done)), s2
+
+    def _faults(self, s: SystemState) -> Iterator[tuple[Step, SystemState]]:
+        b = self.bounds
+        if b.tamper:
+            for a, f in enumerate(s.files):
+                if f.status is FileStatus.PRESENT and not f.tampered:
+                    yield Step(StepKind.TAMPER, slot=a), self._with_file(s, a, attrs.evolve(f, tampered=True))
+        if Mistake.DELETE_FOLDER_AT_SESSION_END in self.mistakes and any(f.exists for f in s.files):
+            files = tuple(
+                attrs.evolve(f, status=FILE_MACHINE.step(f.status, FileEvent.DELETE)) if f.exists else f
+                for f in s.files
+            )
+            yield Step(StepKind.SESSION_END), attrs.evolve(s, files=files)
+        if b.crashes:
+            yield Step(StepKind.CRASH), self.crash(s)
+
+    def crash(self, s: SystemState) -> SystemState:
+        """Keep only durable state, then recover: the journal is re-read, every actor restarts."""
+        files = tuple(
+            FileSlot() if f.status is FileStatus.VOLATILE else f for f in s.files
+        )
+        journal = tuple(
+            JournalTxn(txn.durable, (), txn.intent if txn.durable else 0) for txn in s.journal
+        )
+        owners = tuple(attrs.evolve(o, pending_tombstone=False) for o in s.owner)
+        n = self.bounds.transactions
+        return attrs.evolve(
+            s,
+            files=files,
+            journal=journal,
+            owner=owners,
+            publishers=(PUBLISHER_MACHINE.initial,) * n,
+            removers=(REMOVER_MACHINE.initial,) * n,
+            reconciler=Reconciler(),
+            gc_plan=None,
+            counter=0,
+        )
+
+
+def _target_name(model: Model, target: PlanTarget) -> str:
+    if target.kind is TargetKind.ARTIFACT:
+        return artifact_name(target.index)
+    if target.kind is TargetKind.FOREIGN_ENTRY:
+        return "the symlink tool_result_900.txt (followed to its target outside)"
+    return f"{txn_name(target.index)}'s Memory artifact_path"
+
