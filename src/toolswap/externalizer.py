@@ -5,8 +5,9 @@ Commit order of one externalization (each step through the file-system seam):
 1. Validate the tool name and the caller's summary (nothing is written yet).
 2. Stream the output; below the threshold it goes to the context unchanged.
 3. Over the threshold, reserve ``tool-results/tool_result_NNN.txt`` by
-   exclusive create (mode 0600).  ``NNN`` starts after the highest existing
-   number; a name taken meanwhile by another process is skipped, never reused.
+   exclusive create (mode 0600), under the session lock.  ``NNN`` comes from
+   the durable high-water mark (:mod:`toolswap.high_water`), so no name is
+   ever reused, not even one that cleanup has deleted (S6).
 4. Write every byte while hashing, indexing lines and keeping head and tail.
 5. fsync the file, then fsync the directory; only then return the reference.
 
@@ -54,6 +55,7 @@ from .errors import (
     UsageError,
 )
 from .fs import REAL_FS, FileFacts, FileSystem
+from .high_water import ArtifactHighWaterMark
 from .line_index import LineIndex, LineIndexBuilder
 from .pointer import HEAD_BYTES, TAIL_BYTES, PreviewCollector, render_pointer
 from .session import SessionPaths
@@ -214,6 +216,7 @@ class ToolResultExternalizer:
         PreviewCollector(head_bytes, tail_bytes)  # validates the window sizes
         self._head_bytes = head_bytes
         self._tail_bytes = tail_bytes
+        self._high_water = ArtifactHighWaterMark(self.paths, fs)
         self._verified: dict[str, _Verified] = {}
         self._cache_lock = threading.Lock()
 
@@ -279,15 +282,25 @@ class ToolResultExternalizer:
             names = fs.listdir(directory)
         except OSError as exc:
             raise EnvironmentFailure(f"cannot list {TOOL_RESULTS_NAME}: {exc}") from exc
-        number = max((artifact_number(n) for n in names if is_artifact_filename(n)), default=0)
+        on_disk = max((artifact_number(n) for n in names if is_artifact_filename(n)), default=0)
+        try:
+            with self.paths.session_lock(fs):
+                return self._reserve_locked(directory, on_disk)
+        except OSError as exc:
+            raise EnvironmentFailure(f"cannot take the session lock: {exc}") from exc
+
+    def _reserve_locked(self, directory: str, on_disk: int) -> tuple[str, str, int]:
+        number = on_disk
         for _ in range(_MAX_RESERVE_ATTEMPTS):
-            number += 1
+            # S6: the mark is durable before the name exists, so a name that
+            # cleanup later deletes is still never handed out again.
+            number = self._high_water.advance(number)
             filename = artifact_filename(number)
             path = os.path.join(directory, filename)
             try:
-                return filename, path, fs.create_exclusive(path, 0o600)
+                return filename, path, self._fs.create_exclusive(path, 0o600)
             except FileExistsError:
-                continue  # S6: a taken name is never reused
+                continue  # written by a process that bypassed the mark; skip it
             except OSError as exc:
                 raise ArtifactWriteError(f"cannot create {filename}: {exc}") from exc
         raise ArtifactWriteError("no free artifact name")  # pragma: no cover

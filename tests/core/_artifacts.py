@@ -21,12 +21,26 @@ class CountingFS(OsFileSystem):
 
 
 class FullDiskFS(OsFileSystem):
-    """The real seam, with a disk that fills after ``capacity`` bytes (ENOSPC)."""
+    """The real seam, with a disk that fills after ``capacity`` bytes (ENOSPC).
+
+    ``fail="fsync"`` fails the fsync of artifact files (those made by exclusive
+    create); ``fail="any_fsync"`` fails every fsync, the high-water mark's too.
+    """
 
     def __init__(self, capacity: int, fail: str = "write") -> None:
         self.capacity = capacity
         self.fail = fail
         self.written = 0
+        self.artifact_handles: set[int] = set()
+
+    def create_exclusive(self, path: str, mode: int = 0o600) -> int:
+        handle = super().create_exclusive(path, mode)
+        self.artifact_handles.add(handle)
+        return handle
+
+    def close(self, handle: int) -> None:
+        self.artifact_handles.discard(handle)
+        super().close(handle)
 
     def write(self, handle: int, data: bytes) -> None:
         if self.fail == "write" and self.written + len(data) > self.capacity:
@@ -35,7 +49,7 @@ class FullDiskFS(OsFileSystem):
         super().write(handle, data)
 
     def fsync(self, handle: int) -> None:
-        if self.fail == "fsync":
+        if self.fail == "any_fsync" or (self.fail == "fsync" and handle in self.artifact_handles):
             raise OSError(errno.EIO, "Input/output error")
         super().fsync(handle)
 

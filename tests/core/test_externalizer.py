@@ -12,6 +12,7 @@ import pytest
 
 from toolswap.errors import ArtifactWriteError, InvalidSummary, InvalidThreshold, UsageError
 from toolswap.externalizer import ToolResultExternalizer
+from toolswap.high_water import HIGH_WATER_NAME
 
 from ._artifacts import FullDiskFS, HidingFS, lines
 
@@ -125,6 +126,7 @@ def test_a_name_taken_meanwhile_is_skipped_not_overwritten(tmp_path: pathlib.Pat
     _ext(tmp_path).externalize(big, "bash")
     first = pathlib.Path(tmp_path / "sess" / "tool-results" / "tool_result_001.txt")
     before = first.read_bytes()
+    (tmp_path / "sess" / HIGH_WATER_NAME).unlink()  # as if written by a tool that bypassed it
     result = _ext(tmp_path, fs=HidingFS()).externalize(big + b"other\n", "bash")
     assert result.artifact is not None
     assert os.path.basename(result.artifact.path) == "tool_result_002.txt"
@@ -140,9 +142,19 @@ def test_a_full_disk_removes_the_file_and_raises_a_typed_error(tmp_path: pathlib
 
 
 def test_a_failed_fsync_removes_the_file(tmp_path: pathlib.Path) -> None:
-    ext = _ext(tmp_path, fs=FullDiskFS(capacity=10**9, fail="fsync"))
+    fs = FullDiskFS(capacity=10**9, fail="fsync")
+    ext = _ext(tmp_path, fs=fs)
     with pytest.raises(ArtifactWriteError):
         ext.externalize(lines(4000), "bash")
+    assert fs.written > 0  # the artifact itself was written, then its fsync failed
+    assert _names(ext) == []
+
+
+def test_a_failed_high_water_fsync_creates_no_artifact(tmp_path: pathlib.Path) -> None:
+    ext = _ext(tmp_path, fs=FullDiskFS(capacity=10**9, fail="any_fsync"))
+    with pytest.raises(ArtifactWriteError) as caught:
+        ext.externalize(lines(4000), "bash")
+    assert isinstance(caught.value.__cause__, OSError)
     assert _names(ext) == []
 
 

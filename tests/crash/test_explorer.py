@@ -73,10 +73,6 @@ def test_targets_cover_every_io_operation_and_the_end() -> None:
     assert targets[-1] == Target("end")
 
 
-@pytest.mark.xfail(
-    reason="finding: after GC deletes the highest artifact, its name is reused (S6)",
-    strict=False,
-)
 def test_no_artifact_name_is_reused_after_gc() -> None:
     result = CrashExplorer([STANDARD_SCENARIOS[0]], seeds=1, modes=["drop"]).explore()
     assert result.violation_counts["S6.reuse"] == 0

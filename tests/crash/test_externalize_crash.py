@@ -119,6 +119,7 @@ def test_externalize_is_crash_safe_at_every_io_op_and_crash_point(mode: str) -> 
 def test_every_externalize_crash_point_is_a_target() -> None:
     points = {where for kind, where in _targets() if kind == "point"}
     assert points == {
+        "externalize.before_high_water_fsync",
         "externalize.after_create",
         "externalize.before_fsync",
         "externalize.before_dir_fsync",
