@@ -80,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
                 "externalized": result.externalized,
                 "context_text": result.context_text,
                 "artifact": result.artifact.to_dict() if result.artifact else None,
-                "toolswap_peak_rss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+                "toolswap_peak_rss_kib": _peak_rss_kib(),
             }
         )
     else:
@@ -89,3 +89,20 @@ def run(args: argparse.Namespace) -> int:
             sys.stdout.write("\n")
         sys.stdout.flush()
     return code
+
+
+def _peak_rss_kib() -> int:
+    """This process image's own peak resident set size, in KiB.
+
+    On Linux ``ru_maxrss`` survives ``exec``: a toolswap started by a large
+    parent (a test runner, a harness) would report the parent's size at fork.
+    ``VmHWM`` belongs to the current image alone.
+    """
+    try:
+        with open("/proc/self/status", encoding="ascii", errors="replace") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
