@@ -1,0 +1,62 @@
+"""``toolswap check``: one verdict table over the spec, crash and owner checks."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from toolswap.cli import check, main
+
+
+@pytest.mark.slow
+def test_check_passes_end_to_end_and_reports_its_evidence(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["check", "--json", "--seeds", "1"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["passed"] is True
+    by_name = {row["check"]: row for row in doc["checks"]}
+    assert set(by_name) == {
+        "spec model (S1-S7, L1)",
+        "crash explorer (S1-S7)",
+        "owner checks (SQLite)",
+    }
+    assert "0 violations" in by_name["spec model (S1-S7, L1)"]["evidence"]
+    assert "crash points covered" in by_name["crash explorer (S1-S7)"]["evidence"]
+    assert "13/13" in by_name["owner checks (SQLite)"]["evidence"]
+
+
+def _fast(passed: bool) -> list[check.CheckRow]:
+    return [
+        check.CheckRow(check="spec model (S1-S7, L1)", passed=True, evidence="ok", seconds=0.1),
+        check.CheckRow(check="owner checks (SQLite)", passed=passed, evidence="why", seconds=0.1),
+    ]
+
+
+def test_one_failed_check_fails_the_verdict(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(check, "run_checks", lambda seeds, progress=None: _fast(False))
+    assert main(["check"]) == 1
+    out = capsys.readouterr().out
+    assert "FAIL" in out and "FAILED" in out.splitlines()[-1]
+
+
+def test_the_table_has_one_row_per_check(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(check, "run_checks", lambda seeds, progress=None: _fast(True))
+    assert main(["check"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split()[:2] == ["check", "verdict"]
+    assert [line.split("  ")[0] for line in lines[1:3]] == [
+        "spec model (S1-S7, L1)",
+        "owner checks (SQLite)",
+    ]
+    assert lines[-1] == "verdict: every check passed"
+
+
+def test_a_bad_seed_count_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["check", "--seeds", "0"]) == 2
+    assert "--seeds" in capsys.readouterr().err
