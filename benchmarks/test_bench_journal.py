@@ -1,0 +1,90 @@
+"""The lease journal: toolswap vs the floor of the same durable appends and reads.
+
+``prepare`` baseline: append one JSON line and fsync it, the least any durable
+journal must do.  The ratio is what the session lock, the artifact check
+(stat + digest of a small artifact), the hash chain and the torn-tail check
+cost on top.
+
+Recovery baseline: read the file, split on ``\\n``, ``json.loads`` and SHA-256
+each line.  The ratio is what chain, sequence, intent and transition
+validation cost on top of parsing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import os
+import pathlib
+
+import pytest
+
+from toolswap.domain import ArtifactRetentionClaim
+from toolswap.externalizer import ToolResultExternalizer
+from toolswap.journal import ArtifactRetentionJournal
+
+RECORDS = 3000
+
+
+def _claim(session: pathlib.Path) -> ArtifactRetentionClaim:
+    ext = ToolResultExternalizer(session, threshold_bytes=1, environ={})
+    result = ext.externalize(b"benchmark artifact\n" * 100, "bench")
+    assert result.artifact is not None
+    return ArtifactRetentionClaim.from_memory_reference(result.artifact.for_memory())
+
+
+@pytest.mark.benchmark(group="journal-prepare")
+def test_toolswap_prepare(benchmark, tmp_path: pathlib.Path) -> None:  # type: ignore[no-untyped-def]
+    claim = _claim(tmp_path / "s")
+    journal = ArtifactRetentionJournal(tmp_path / "s")
+    ids = itertools.count()
+    benchmark(lambda: journal.prepare(claim, f"t{next(ids)}", now=1.0))
+
+
+@pytest.mark.benchmark(group="journal-prepare")
+def test_baseline_append_and_fsync(benchmark, tmp_path: pathlib.Path) -> None:  # type: ignore[no-untyped-def]
+    line = json.dumps({"phase": "PREPARED", "transaction_id": "t", "pad": "x" * 300}) + "\n"
+    handle = os.open(tmp_path / "plain.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+
+    def run() -> None:
+        os.write(handle, line.encode())
+        os.fsync(handle)
+
+    try:
+        benchmark(run)
+    finally:
+        os.close(handle)
+
+
+@pytest.fixture(scope="module")
+def big_journal(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
+    session = tmp_path_factory.mktemp("big") / "s"
+    claim = _claim(session)
+    journal = ArtifactRetentionJournal(session)
+    for i in range(RECORDS // 2):
+        journal.prepare(claim, f"t{i}", now=1.0)
+        journal.abort(f"t{i}", now=1.0)
+    return session
+
+
+@pytest.mark.benchmark(group="journal-recover")
+def test_toolswap_recover(benchmark, big_journal: pathlib.Path) -> None:  # type: ignore[no-untyped-def]
+    def run() -> None:
+        recovery = ArtifactRetentionJournal(big_journal).recover(now=1.0)
+        assert not recovery.pending_transaction_ids
+
+    benchmark(run)
+
+
+@pytest.mark.benchmark(group="journal-recover")
+def test_baseline_parse_and_hash(benchmark, big_journal: pathlib.Path) -> None:  # type: ignore[no-untyped-def]
+    path = big_journal / "retention-leases.jsonl"
+
+    def run() -> None:
+        data = path.read_bytes()
+        for line in data.split(b"\n")[:-1]:
+            json.loads(line)
+            hashlib.sha256(line).hexdigest()
+
+    benchmark(run)
