@@ -88,3 +88,34 @@ def test_baseline_parse_and_hash(benchmark, big_journal: pathlib.Path) -> None: 
             hashlib.sha256(line).hexdigest()
 
     benchmark(run)
+
+
+LARGE = 10_000
+
+
+@pytest.fixture(scope="module")
+def large_journal(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[pathlib.Path, ArtifactRetentionClaim]:
+    session = tmp_path_factory.mktemp("large") / "s"
+    claim = _claim(session)
+    journal = ArtifactRetentionJournal(session)
+    for i in range(LARGE):
+        journal.prepare(claim, f"old{i}", now=1.0)
+    return session, claim
+
+
+@pytest.mark.benchmark(group="journal-prepare-scaling")
+def test_prepare_on_a_10k_record_journal(benchmark, large_journal) -> None:  # type: ignore[no-untyped-def]
+    session, claim = large_journal
+    journal = ArtifactRetentionJournal(session)  # full verification once, at open
+    ids = itertools.count()
+    benchmark(lambda: journal.prepare(claim, f"new{next(ids)}", now=1.0))
+
+
+@pytest.mark.benchmark(group="journal-prepare-scaling")
+def test_prepare_on_a_fresh_journal(benchmark, tmp_path: pathlib.Path) -> None:  # type: ignore[no-untyped-def]
+    claim = _claim(tmp_path / "s")
+    journal = ArtifactRetentionJournal(tmp_path / "s")
+    ids = itertools.count()
+    benchmark(lambda: journal.prepare(claim, f"t{next(ids)}", now=1.0))
