@@ -30,7 +30,7 @@ import attrs
 
 from ..owner_checks import run_owner_checks
 from ..owners.sqlite import SQLiteOwner
-from ._common import add_json_argument, print_json
+from ._common import add_json_argument, describe, print_json
 
 __all__ = ["register", "CheckRow", "run_checks"]
 
@@ -59,7 +59,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser = subparsers.add_parser(
         "check",
         help="run the spec explorer, the crash explorer and the SQLite owner checks",
-        description=__doc__.split("\n\n", 1)[1] if __doc__ else None,
+        description=describe(__doc__.split("\n\n", 1)[1] if __doc__ else None),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(

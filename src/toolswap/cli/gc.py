@@ -35,7 +35,7 @@ from ..cleanup import (
 from ..errors import CorruptStateError, UsageError
 from ..fs import REAL_FS
 from ..session import SessionPaths
-from ._common import add_json_argument, add_session_argument, print_json, session_dir
+from ._common import add_json_argument, add_session_argument, describe, print_json, session_dir
 
 __all__ = ["register", "parse_duration"]
 
@@ -58,7 +58,7 @@ def register(subparsers: Any) -> None:
     gc = subparsers.add_parser(
         "gc",
         help="plan or apply a fail-closed cleanup of old, unreferenced artifacts",
-        description=__doc__,
+        description=describe(__doc__),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     commands = gc.add_subparsers(dest="gc_command", metavar="ACTION", required=True)

@@ -12,7 +12,7 @@ import sys
 from typing import Any
 
 from ..externalizer import ToolResultExternalizer
-from ._common import add_json_argument, add_session_argument, print_json, session_dir
+from ._common import add_json_argument, add_session_argument, describe, print_json, session_dir
 
 
 def _int(text: str) -> int:
@@ -24,7 +24,7 @@ def _int(text: str) -> int:
 
 def register(subparsers: Any) -> None:
     parser: argparse.ArgumentParser = subparsers.add_parser(
-        "read", help="read lines of an artifact (verified)", description=__doc__
+        "read", help="read lines of an artifact (verified)", description=describe(__doc__)
     )
     parser.add_argument("source_id", metavar="SOURCE_ID")
     add_session_argument(parser)

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from typing import IO, Any
 
 from ..externalizer import ToolResultExternalizer
-from ._common import add_json_argument, add_session_argument, print_json, session_dir
+from ._common import add_json_argument, add_session_argument, describe, print_json, session_dir
 
 _READ = 64 * 1024
 EXIT_NOT_FOUND = 127
@@ -26,7 +26,7 @@ def register(subparsers: Any) -> None:
     parser: argparse.ArgumentParser = subparsers.add_parser(
         "run",
         help="run a command and externalize its output if it is large",
-        description=__doc__.split("\n\n", 1)[1] if __doc__ else None,
+        description=describe(__doc__.split("\n\n", 1)[1] if __doc__ else None),
     )
     add_session_argument(parser)
     parser.add_argument("--tool", default="bash", help="tool name for thresholds (default bash)")
