@@ -7,6 +7,9 @@
   lost tombstones, UNKNOWN answers, writes in flight and owner restarts.
 * :class:`CrashExplorer` -- crashes every scenario at every crash point and
   I/O operation in every mode, recovers, and checks S1-S7 (``toolswap crashcheck``).
+* :data:`MUTANTS` -- the classic mistakes switched into the real code, each
+  with the invariant that must catch it; :func:`kill_matrix` runs them
+  (``toolswap crashcheck --mutants``).
 """
 
 from .disk import (
@@ -29,6 +32,7 @@ from .explorer import (
     replay,
     run_state,
 )
+from .mutants import MUTANTS, KillMatrix, Mutant, MutantResult, kill_matrix
 from .owner import OWNER_FAULTS, CrashableOwner
 
 __all__ = [
@@ -50,4 +54,9 @@ __all__ = [
     "MISUSE_SCENARIOS",
     "replay",
     "run_state",
+    "MUTANTS",
+    "Mutant",
+    "MutantResult",
+    "KillMatrix",
+    "kill_matrix",
 ]

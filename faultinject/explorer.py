@@ -25,7 +25,10 @@ Checked after every crash state:
 
 * **S1** every reference visible in the owner, in flight, or protected by a
   PREPARED lease names an artifact that exists with its full digest; every
-  externalization that returned left a durable artifact.
+  externalization that returned left a durable artifact; and *at the moment of
+  every unlink* in ``tool-results/`` no live lease (PREPARED, or COMMITTED and
+  not expired) in the journal names the file (a lease that recovery resolves
+  later does not excuse an earlier deletion).
 * **S2** at the moment the owner makes a reference visible, the journal's
   *durable* bytes already hold that transaction's PREPARED record.
 * **S3** an ABORTED transaction is tombstoned or was explicitly rejected by the owner.
@@ -56,7 +59,9 @@ session's objects and helpers that keep the bookkeeping the checks need::
     CrashExplorer([Scenario(name="mine", setup=setup, run=run)]).explore()
 
 Use ``world.externalize()``, ``world.prepare(ref, txn)``, ``world.publish(ref,
-txn)``, ``world.gc()`` and ``world.journal``/``world.ext``/``world.owner``/
+txn)``, ``world.remove(txn)``, ``world.gc()``, ``world.memory`` (transaction id ->
+the :class:`ArtifactMemoryReference` the agent's Memory keeps; a scenario may
+tamper with it) and ``world.journal``/``world.ext``/``world.owner``/
 ``world.disk`` directly.  Errors listed in ``Scenario.expected_errors`` end a
 run quietly; any other exception is reported as ``run_error``.
 """
@@ -72,12 +77,17 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import attrs
 
 from toolswap.cleanup import ArtifactCleanupPolicy
-from toolswap.domain import ArtifactReference, ArtifactRetentionClaim, parse_source_id
+from toolswap.domain import (
+    ArtifactMemoryReference,
+    ArtifactReference,
+    ArtifactRetentionClaim,
+    parse_source_id,
+)
 from toolswap.externalizer import ToolResultExternalizer
 from toolswap.journal import ArtifactRetentionJournal
 from toolswap.journal_format import Phase
@@ -98,6 +108,7 @@ __all__ = [
     "replay",
     "known_crash_points",
     "run_state",
+    "scenario_named",
 ]
 
 SESSION = "/home/agent/sessions/s1"
@@ -106,6 +117,8 @@ TTL = 86_400
 FAR = T0 + 30 * TTL  # "now" for GC: every orphan is past its TTL
 THRESHOLD = 1024
 RESOLUTIONS = {Phase.COMMITTED.value, Phase.ABORTED.value}
+JOURNAL = posixpath.join(SESSION, "retention-leases.jsonl")
+RESULTS = posixpath.join(SESSION, "tool-results")
 
 
 @attrs.frozen(kw_only=True)
@@ -137,17 +150,37 @@ class Target:
         return "end"
 
 
+class _WatchedDisk(SimulatedDisk):
+    """A simulated disk that reports every completed unlink to ``after_unlink``."""
+
+    after_unlink: Callable[[str], None] | None = None
+
+    def unlink(self, path: str) -> None:
+        super().unlink(path)
+        if self.after_unlink is not None:
+            self.after_unlink(path)
+
+
 class World:
     """One simulated machine plus an owner process, and what the run promised.
 
     ``disk`` (a :class:`SimulatedDisk`), ``owner`` (a :class:`CrashableOwner`),
     ``ext`` and ``journal`` (rebuilt fresh after a crash), ``refs`` (artifact
     name -> the reference its externalization returned), ``expected`` (name ->
-    bytes that must be durable), ``claims`` (transaction id -> claim).
+    bytes that must be durable), ``claims`` (transaction id -> claim),
+    ``memory`` (transaction id -> the Memory record the agent keeps for it).
+
+    :attr:`World.current` is the world built last (the explorer builds one at a
+    time); code that stands for a component outside toolswap, such as the
+    agent's Memory store, finds its state there.
     """
 
+    current: ClassVar[World | None] = None
+
     def __init__(self) -> None:
-        self.disk = SimulatedDisk(time_base_ns=int(T0 * 1e9))
+        World.current = self
+        self.disk = _WatchedDisk(time_base_ns=int(T0 * 1e9))
+        self.disk.after_unlink = self._check_unlink
         self.disk.io_log = []
         self.now = T0 + 10.0
         self.owner = CrashableOwner(before_publish=self._check_prepared_durable)
@@ -158,6 +191,7 @@ class World:
         self.recovery_crashed = False
         self.recovery_ops = 0
         self.claims: dict[str, ArtifactRetentionClaim] = {}
+        self.memory: dict[str, ArtifactMemoryReference] = {}
         self.violations: list[tuple[str, str]] = []
         self.outputs = 0
         self.ext = self.new_externalizer()
@@ -195,7 +229,11 @@ class World:
     def publish(self, ref: ArtifactReference, txn: str) -> None:
         claim = self.claim_for(ref)
         self.claims[txn] = claim
+        self.memory[txn] = ref.for_memory()
         self.journal.publish_reference(claim, owner_publisher(self.owner, txn, claim), txn)
+
+    def remove(self, txn: str) -> None:
+        self.journal.remove_reference(txn, owner_remover(self.owner, txn))
 
     def prepare(self, ref: ArtifactReference, txn: str) -> None:
         claim = self.claim_for(ref)
@@ -207,6 +245,34 @@ class World:
         plan = self.ext.plan_cleanup_from_journal(self.journal, policy=policy, now=FAR)
         self.ext.apply_cleanup_from_journal(plan, self.journal, now=FAR)
 
+    # -- S1 at the moment of deletion --------------------------------------------------
+
+    def _check_unlink(self, path: str) -> None:
+        """S1: no file that a live lease of the journal names is ever unlinked."""
+        if posixpath.dirname(posixpath.normpath(path)) != RESULTS:
+            return
+        name = posixpath.basename(path)
+        data = self.disk.read_file(JOURNAL) if self.disk.exists(JOURNAL) else b""
+        phases: dict[str, str] = {}
+        intents: dict[str, dict[str, Any]] = {}
+        for record in _records(data):
+            txn, phase = record.get("transaction_id"), record.get("phase")
+            if not isinstance(txn, str) or not isinstance(phase, str):
+                continue
+            phases[txn] = phase
+            intent = record.get("intent")
+            if phase == Phase.PREPARED.value and isinstance(intent, dict):
+                intents[txn] = intent
+        for txn, phase in sorted(phases.items()):
+            intent = intents.get(txn, {})
+            if phase not in {Phase.PREPARED.value, Phase.COMMITTED.value}:
+                continue
+            until = intent.get("retain_until")
+            if phase == Phase.COMMITTED.value and until is not None and until <= FAR:
+                continue
+            if _filename(intent.get("source_id")) == name:
+                self.violations.append(("S1", f"{name} unlinked while {txn} ({phase}) protects it"))
+
     # -- S2, checked by the owner at the moment of publication ---------------------
 
     def _check_prepared_durable(self, txn: str, claim: ArtifactRetentionClaim) -> None:
@@ -215,6 +281,15 @@ class World:
             if record.get("transaction_id") == txn and record.get("phase") == "PREPARED":
                 return
         self.violations.append(("S2", f"{txn} became visible before PREPARED was durable"))
+
+
+def _filename(source_id: object) -> str | None:
+    if not isinstance(source_id, str):
+        return None
+    try:
+        return parse_source_id(source_id).filename
+    except ValueError:
+        return None
 
 
 def _records(data: bytes) -> list[dict[str, Any]]:
@@ -353,6 +428,22 @@ def _publish_t2(fault: OwnerFault | None) -> Callable[[World], None]:
     return run
 
 
+def _released_setup(world: World) -> None:
+    """Released references whose Memory records linger: GC must go by the journal only.
+
+    On top of the hostile entries: 002 is referenced by t1 and t2 and t1 is
+    removed (RELEASED; its Memory record still names 002, which t2 keeps); 003
+    is published as t3 and removed, and its Memory record was rewritten to
+    name a file outside the session.
+    """
+    _hostile_setup(world)  # 001 orphan, t1 -> 002, foreign entries, OUTSIDE
+    world.publish(world.refs["tool_result_002.txt"], "t2")
+    world.remove("t1")
+    world.publish(world.externalize(), "t3")  # 003
+    world.remove("t3")
+    world.memory["t3"] = attrs.evolve(world.memory["t3"], artifact_path=OUTSIDE)
+
+
 STANDARD_SCENARIOS: tuple[Scenario, ...] = (
     Scenario(name="externalize", setup=_nothing, run=_run_externalize),
     Scenario(name="externalize_after_existing", setup=_one_artifact, run=_run_externalize),
@@ -394,6 +485,7 @@ STANDARD_SCENARIOS: tuple[Scenario, ...] = (
     Scenario(name="gc", setup=_gc_setup, run=_run_gc(False)),
     Scenario(name="gc_concurrent_prepare", setup=_gc_setup, run=_run_gc(True)),
     Scenario(name="gc_hostile_entries", setup=_hostile_setup, run=_run_gc(False)),
+    Scenario(name="gc_after_release", setup=_released_setup, run=_run_gc(False)),
     Scenario(
         name="append_after_torn_tail",
         setup=_torn_journal_setup,
@@ -515,6 +607,14 @@ MISUSE_SCENARIOS: tuple[tuple[Scenario, str], ...] = (
     ),
 )
 """Scenarios that break the protocol on purpose, with the invariant that must catch each."""
+
+
+def scenario_named(name: str) -> Scenario:
+    """The standard or misuse scenario called ``name``; KeyError if there is none."""
+    for scenario in (*STANDARD_SCENARIOS, *(s for s, _ in MISUSE_SCENARIOS)):
+        if scenario.name == name:
+            return scenario
+    raise KeyError(name)
 
 
 # -- one crash state -------------------------------------------------------------------------

@@ -23,6 +23,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import signal
 import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -223,7 +224,55 @@ class OsFileSystem:
         return os.geteuid()
 
     def crash_point(self, name: str) -> None:
-        return None
+        """A no-op, unless the environment names this point as a failpoint (tests only).
+
+        With ``TOOLSWAP_FAILPOINT=<name>`` (or ``<name>#<n>`` for its n-th pass,
+        default the first) the process dies right here, with no cleanup:
+        ``TOOLSWAP_FAILPOINT_MODE=exit`` (the default) calls ``os._exit`` with
+        status :data:`FAILPOINT_EXIT_STATUS`, ``sigkill`` sends itself SIGKILL.
+        The variables are read once per process, at the first crash point.
+        """
+        failpoint = _Failpoint.from_environ()
+        if failpoint is not None:
+            failpoint.reached(name)
+
+
+#: ``os._exit`` status of a process stopped by ``TOOLSWAP_FAILPOINT_MODE=exit``.
+FAILPOINT_EXIT_STATUS = 86
+
+
+class _Failpoint:
+    """The failpoint named by ``TOOLSWAP_FAILPOINT``; see :meth:`OsFileSystem.crash_point`."""
+
+    _loaded: tuple[_Failpoint | None] | None = None
+
+    def __init__(self, spec: str, mode: str) -> None:
+        name, _, nth = spec.partition("#")
+        if not name or (nth and (not nth.isdigit() or int(nth) < 1)):
+            raise ValueError(f"TOOLSWAP_FAILPOINT must be NAME or NAME#N (N >= 1), got {spec!r}")
+        if mode not in {"exit", "sigkill"}:
+            raise ValueError(f"TOOLSWAP_FAILPOINT_MODE must be exit or sigkill, got {mode!r}")
+        self.name = name
+        self.left = int(nth) if nth else 1
+        self.mode = mode
+
+    def reached(self, name: str) -> None:
+        if name != self.name:
+            return
+        self.left -= 1
+        if self.left:
+            return
+        if self.mode == "sigkill":
+            os.kill(os.getpid(), signal.SIGKILL)
+        os._exit(FAILPOINT_EXIT_STATUS)
+
+    @classmethod
+    def from_environ(cls) -> _Failpoint | None:
+        if cls._loaded is None:
+            spec = os.environ.get("TOOLSWAP_FAILPOINT", "")
+            mode = os.environ.get("TOOLSWAP_FAILPOINT_MODE", "exit")
+            cls._loaded = (cls(spec, mode) if spec else None,)
+        return cls._loaded[0]
 
 
 def _facts(result: os.stat_result) -> FileFacts:

@@ -5,6 +5,12 @@ disk (nothing on the real disk is touched) and prints the number of crash
 states explored, the violations (with what replays each) and how many crash
 states each named crash point got.  Exit status 0 means no violation (and, with
 ``--misuse``, that every deliberate protocol misuse was caught); 1 otherwise.
+
+``--mutants`` instead prints the kill matrix of the implementation mutants
+(:mod:`toolswap.faultinject.mutants`): the mutants' scenarios are explored once
+unmutated and once per mutant, switched into the real code.  Exit status 0
+means the unmutated run has no violation and every mutant was caught by its
+invariant.  ``--mutant NAME`` picks some of them.
 """
 
 from __future__ import annotations
@@ -12,15 +18,18 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+import time
 from typing import Any
 
 from ..errors import UsageError
 from ._common import add_json_argument, print_json
 
-__all__ = ["register", "DEFAULT_SEEDS"]
+__all__ = ["register", "DEFAULT_SEEDS", "MUTANT_SEEDS"]
 
 #: Seeded choice streams per target for each torn granularity and for dir_subset.
 DEFAULT_SEEDS = 6
+#: The same for ``--mutants`` (every mutant is caught well within one seed).
+MUTANT_SEEDS = 1
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -31,9 +40,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument(
         "--seeds",
         type=int,
-        default=DEFAULT_SEEDS,
+        default=None,
         metavar="N",
-        help=f"choice streams per target for torn and dir_subset crashes (default {DEFAULT_SEEDS})",
+        help="choice streams per target for torn and dir_subset crashes "
+        f"(default {DEFAULT_SEEDS}; {MUTANT_SEEDS} with --mutants)",
     )
     parser.add_argument(
         "--scenario",
@@ -61,7 +71,21 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         action="store_true",
         help="also run the deliberate protocol misuses; each must be caught",
     )
-    parser.add_argument("--list", action="store_true", help="list the scenarios and exit")
+    parser.add_argument(
+        "--mutants",
+        action="store_true",
+        help="print the kill matrix of the implementation mutants instead; each must be killed",
+    )
+    parser.add_argument(
+        "--mutant",
+        action="append",
+        default=None,
+        metavar="NAME",
+        help="with --mutants: only this mutant (repeatable; default: all)",
+    )
+    parser.add_argument(
+        "--list", action="store_true", help="list the scenarios and mutants and exit"
+    )
     add_json_argument(parser)
     parser.set_defaults(handler=_crashcheck)
 
@@ -75,13 +99,18 @@ def _crashcheck(args: argparse.Namespace) -> int:
     STANDARD_SCENARIOS = explorer.STANDARD_SCENARIOS
     CrashExplorer = explorer.CrashExplorer
 
+    mutants = importlib.import_module("toolswap.faultinject.mutants")
     by_name = {s.name: s for s in STANDARD_SCENARIOS}
     if args.list:
         for scenario in STANDARD_SCENARIOS:
             print(scenario.name)
         for scenario, invariant in MISUSE_SCENARIOS:
             print(f"{scenario.name} (misuse, caught by {invariant})")
+        for mutant in mutants.MUTANTS:
+            print(f"{mutant.name} (mutant, caught by {mutant.invariant})")
         return 0
+    if args.seeds is None:
+        args.seeds = MUTANT_SEEDS if args.mutants else DEFAULT_SEEDS
     if args.seeds < 1 or args.seeds > 1000:
         raise UsageError(f"--seeds must be between 1 and 1000, got {args.seeds}")
     names = args.scenario or [s.name for s in STANDARD_SCENARIOS]
@@ -92,6 +121,12 @@ def _crashcheck(args: argparse.Namespace) -> int:
     bad = [m for m in modes if m not in CRASH_MODES]
     if bad:
         raise UsageError(f"unknown crash mode(s) {', '.join(bad)}; want {', '.join(CRASH_MODES)}")
+    if args.mutant and not args.mutants:
+        raise UsageError("--mutant needs --mutants")
+    if args.mutants:
+        if args.scenario or args.misuse:
+            raise UsageError("--mutants runs each mutant's own scenarios; drop --scenario/--misuse")
+        return _mutants(args, mutants, modes)
 
     chosen = CrashExplorer(
         [by_name[n] for n in names], seeds=args.seeds, modes=modes, ignore=args.ignore
@@ -127,6 +162,67 @@ def _crashcheck(args: argparse.Namespace) -> int:
         return 1 if failed else 0
     _print_human(result, document)
     return 1 if failed else 0
+
+
+def _mutants(args: argparse.Namespace, mutants: Any, modes: list[str]) -> int:
+    known = {m.name: m for m in mutants.MUTANTS}
+    chosen = args.mutant or list(known)
+    unknown = [n for n in chosen if n not in known]
+    if unknown:
+        raise UsageError(f"unknown mutant(s) {', '.join(unknown)}; see --list")
+
+    def progress(result: Any) -> None:
+        if not args.json:
+            verdict = "killed" if result.killed else "SURVIVED"
+            print(f"  {result.mutant.name:<26} {verdict}", file=sys.stderr)
+
+    started = time.perf_counter()
+    matrix = mutants.kill_matrix(
+        [known[n] for n in chosen],
+        seeds=args.seeds,
+        modes=modes,
+        ignore=args.ignore,
+        progress=progress,
+    )
+    document: dict[str, Any] = matrix.to_dict()
+    document["seeds"] = args.seeds
+    document["modes"] = modes
+    document["seconds"] = round(time.perf_counter() - started, 2)
+    if args.json:
+        print_json(document)
+    else:
+        _print_matrix(document)
+    return 0 if matrix.ok else 1
+
+
+def _print_matrix(document: dict[str, Any]) -> None:
+    base = document["baseline"]
+    print(
+        f"crashcheck --mutants: {document['killed']}/{document['total']} mutants killed "
+        f"in {document['seconds']:.1f} s (modes {'/'.join(document['modes'])}; "
+        f"{document['seeds']} seeds)"
+    )
+    base_shown = ", ".join(f"{k}: {v:,}" for k, v in base["violations_by_invariant"].items())
+    print(
+        f"unmutated: {base['crash_states']:,} crash states over {len(base['scenarios'])} "
+        f"scenarios, {base['violation_count']:,} violations ({base_shown or 'none'})"
+    )
+    for v in base["violations"][:10]:
+        print(f"  {v['invariant']:<9} {v['scenario']} at {v['target']} [{v['mode']}] {v['detail']}")
+    print(f"{'mutant':<24} {'expects':<7} {'killed':<7} {'states':>6}  violations by invariant")
+    for row in document["mutants"]:
+        by = ", ".join(f"{k}: {v:,}" for k, v in row["violations_by_invariant"].items())
+        killed = "yes" if row["killed"] else "NO"
+        print(
+            f"{row['mutant']:<24} {row['expected']:<7} {killed:<7} "
+            f"{row['crash_states']:>6,}  {by or 'none'}"
+        )
+        first = row["first_violation"]
+        if first is not None:
+            print(
+                f"  first: {first['invariant']} in {first['scenario']} at {first['target']} "
+                f"[{first['mode']}]: {first['detail']}"
+            )
 
 
 def _print_human(result: Any, document: dict[str, Any]) -> None:
