@@ -6,7 +6,7 @@ Rules
 Plan (read-only), for one entry of ``tool-results/`` or one claimed name,
 the first matching row of :data:`PLAN_RULES` decides:
 
-1. no file, a claim names it                  -> ``missing_referenced`` (reported: a dangling pointer)
+1. no file, a claim names it                  -> ``missing_referenced`` (reported: dangling)
 2. not a regular file (directory, symlink...) -> ``denied`` (never followed)
 3. a name that is not ``tool_result_NNN.txt``  -> ``retained_unknown``
 4. an active claim whose digest differs        -> ``retained_corrupt``
@@ -200,9 +200,9 @@ def classify(
     """The plan status of one entry (``facts`` None: the claimed file is gone).
 
     pre: facts is not None or len(claims) > 0
-    post: implies(__return__ is PlanStatus.PLANNED_DELETE, not any(claim_is_active(k, now) for k in claims))
-    post: implies(__return__ is PlanStatus.PLANNED_DELETE, facts is not None and facts.kind is EntryKind.REGULAR and facts.owned_name)
-    post: implies(__return__ is PlanStatus.PLANNED_DELETE, facts is not None and now - facts.mtime >= policy.orphan_ttl_seconds)
+    post: implies(__return__ is PlanStatus.PLANNED_DELETE, _none_active(claims, now))
+    post: implies(__return__ is PlanStatus.PLANNED_DELETE, _ours(facts))
+    post: implies(__return__ is PlanStatus.PLANNED_DELETE, _aged(facts, policy, now))
     post: implies(__return__ is PlanStatus.PLANNED_DELETE, planned_so_far < policy.max_deletions)
     """
     active = tuple(k for k in claims if claim_is_active(k, now))
@@ -223,7 +223,7 @@ def plan(
     An entry with neither a file nor a claim is not an entry and is skipped.
 
     post: len(__return__) <= len(entries)
-    post: sum(1 for _, s in __return__ if s is PlanStatus.PLANNED_DELETE) <= max(policy.max_deletions, 0)
+    post: _planned(__return__) <= max(policy.max_deletions, 0)
     """
     result: list[tuple[str, PlanStatus]] = []
     planned = 0
@@ -278,7 +278,7 @@ def revalidate(
     """The apply outcome for a planned entry, given what is true *now*.
 
     post: implies(__return__ is ApplyStatus.DELETED, current == planned)
-    post: implies(__return__ is ApplyStatus.DELETED, not any(claim_is_active(k, now) for k in current_claims))
+    post: implies(__return__ is ApplyStatus.DELETED, _none_active(current_claims, now))
     post: implies(__return__ is ApplyStatus.DELETED, planned.kind is EntryKind.REGULAR)
     post: implies(current is None, __return__ is ApplyStatus.ALREADY_MISSING)
     """
@@ -293,3 +293,22 @@ def revalidate(
 def implies(a: bool, b: bool) -> bool:
     """Logical implication, for contracts."""
     return (not a) or b
+
+
+# --- predicates the contracts above are written in (kept short so one fits a line) ---
+
+
+def _none_active(claims: Sequence[Claim], now: int) -> bool:
+    return not any(claim_is_active(k, now) for k in claims)
+
+
+def _ours(facts: FileFacts | None) -> bool:
+    return facts is not None and facts.kind is EntryKind.REGULAR and facts.owned_name
+
+
+def _aged(facts: FileFacts | None, policy: Policy, now: int) -> bool:
+    return facts is not None and now - facts.mtime >= policy.orphan_ttl_seconds
+
+
+def _planned(result: Sequence[tuple[str, PlanStatus]]) -> int:
+    return sum(1 for _, s in result if s is PlanStatus.PLANNED_DELETE)

@@ -157,9 +157,8 @@ def explore(
 def format_report(report: Report) -> str:
     """The verdict and, for a violation, the counterexample trace in plain words."""
     lines = [f"model: {report.name}"]
-    stats = (
-        f"{report.states} states, {report.transitions} transitions, depth {report.depth}"
-        + (f", {report.elapsed:.2f} s" if report.elapsed is not None else "")
+    stats = f"{report.states} states, {report.transitions} transitions, depth {report.depth}" + (
+        f", {report.elapsed:.2f} s" if report.elapsed is not None else ""
     )
     if report.violation is None:
         lines.append(f"verdict: 0 violations of S1-S7 ({stats})")
@@ -174,7 +173,8 @@ def format_report(report: Report) -> str:
         return "\n".join(lines)
     v = report.violation
     lines.append(f"verdict: VIOLATION of {', '.join(v.invariants)} ({stats})")
-    lines.append(f"shortest counterexample ({len(v.trace)} steps):")
+    noun = "step" if len(v.trace) == 1 else "steps"
+    lines.append(f"shortest counterexample ({len(v.trace)} {noun}):")
     lines.extend(_numbered(v.trace))
     for name, reason in zip(v.invariants, v.reasons, strict=True):
         lines.append(f"=> {name} is broken: {reason}.")

@@ -76,14 +76,20 @@ def s1_no_dangling_reference(model: Model, s: SystemState) -> str | None:
         if s.owner[t].record.state is OwnerState.PUBLISHED:
             return f"{artifact_name(a)} is deleted while {txn_name(t)}'s reference to it is visible"
         if may_become_visible(model, s, t):
-            return f"{artifact_name(a)} is deleted while {txn_name(t)}'s reference may still become visible"
+            return (
+                f"{artifact_name(a)} is deleted while {txn_name(t)}'s reference "
+                "may still become visible"
+            )
     return None
 
 
 def s2_prepare_before_publish(model: Model, s: SystemState) -> str | None:
     """S2 prepare before publish."""
     for t, o in enumerate(s.owner):
-        if o.record.state is OwnerState.PUBLISHED and LeaseState.PREPARED not in s.journal[t].durable:
+        if (
+            o.record.state is OwnerState.PUBLISHED
+            and LeaseState.PREPARED not in s.journal[t].durable
+        ):
             return f"{txn_name(t)}'s reference is visible but its PREPARED record is not durable"
     return None
 
@@ -161,7 +167,4 @@ def l1_goal(model: Model, s: SystemState) -> bool:
     for t, txn in enumerate(s.journal):
         if txn.state is LeaseState.PREPARED or s.owner[t].inflight or s.owner[t].pending_tombstone:
             return False
-    for a, f in enumerate(s.files):
-        if f.exists and not model.claims_for(s, a):
-            return False
-    return True
+    return not any(f.exists and not model.claims_for(s, a) for a, f in enumerate(s.files))

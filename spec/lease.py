@@ -151,13 +151,17 @@ def protects(state: LeaseState) -> bool:
     """Whether a lease in ``state`` is an active claim on its artifact.
 
     post: implies(state is LeaseState.PREPARED, __return__)
-    post: implies(state in (LeaseState.ABORTED, LeaseState.RELEASED, LeaseState.NEW), not __return__)
+    post: implies(state in (_S.ABORTED, _S.RELEASED, _S.NEW), not __return__)
     """
     return state in (LeaseState.PREPARED, LeaseState.COMMITTED)
 
 
 def is_resolution(state: LeaseState) -> bool:
-    """COMMITTED or ABORTED: the one event that resolves a PREPARED lease (S5)."""
+    """COMMITTED or ABORTED: the one event that resolves a PREPARED lease (S5).
+
+    post: implies(__return__, not is_pending(state) and state is not _S.NEW)
+    post: not __return__ or (_S.PREPARED, RECORD_ACTION[state]) in LEASE_TRANSITIONS
+    """
     return state in (LeaseState.COMMITTED, LeaseState.ABORTED)
 
 

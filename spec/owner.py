@@ -119,7 +119,7 @@ OWNER_TRANSITIONS: Mapping[tuple[OwnerState, OwnerAction], tuple[OwnerState, Own
 )
 
 
-@attrs.frozen
+@attrs.frozen(cache_hash=True)
 class OwnerRecord:
     """One transaction id's record: state, generation and the stored digest (0: none)."""
 
@@ -138,16 +138,18 @@ class Observation:
     identity_matches: bool
 
 
-def apply(record: OwnerRecord, action: OwnerAction, digest: int = 0) -> tuple[OwnerRecord, OwnerResult]:
+def apply(
+    record: OwnerRecord, action: OwnerAction, digest: int = 0
+) -> tuple[OwnerRecord, OwnerResult]:
     """Apply ``action``; raises :class:`IllegalTransition` if the table has no key.
 
     ``digest`` is the identity a PUBLISH stores.
 
     raises: IllegalTransition
     pre: record.generation >= 0
-    post: (__return__[1] is OwnerResult.APPLIED) == (__return__[0].generation == record.generation + 1)
+    post: (__return__[1] is _R.APPLIED) == (__return__[0].generation == record.generation + 1)
     post: implies(__return__[1] is not OwnerResult.APPLIED, __return__[0] == record)
-    post: implies(record.state is OwnerState.TOMBSTONED, __return__[0].state is OwnerState.TOMBSTONED)
+    post: implies(record.state is _O.TOMBSTONED, __return__[0].state is _O.TOMBSTONED)
     """
     try:
         target, result = OWNER_TRANSITIONS[(record.state, action)]

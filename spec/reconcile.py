@@ -90,11 +90,14 @@ class Decision:
 
 _K = ObservationKind
 _St = ReconcileStatus
+_ABSENT = (_K.ABSENT_SEALED, _K.ABSENT_UNSEALED)
 
 
 def _rows() -> dict[tuple[LeaseState, ObservationKind], Decision]:
     rows: dict[tuple[LeaseState, ObservationKind], Decision] = {
-        (LeaseState.PREPARED, _K.PUBLISHED_MATCH): Decision(False, LeaseAction.COMMIT, _St.COMMITTED),
+        (LeaseState.PREPARED, _K.PUBLISHED_MATCH): Decision(
+            False, LeaseAction.COMMIT, _St.COMMITTED
+        ),
         (LeaseState.PREPARED, _K.PUBLISHED_MISMATCH): Decision(False, None, _St.PENDING_CONFLICT),
         (LeaseState.PREPARED, _K.UNKNOWN): Decision(False, None, _St.PENDING_UNKNOWN),
         (LeaseState.PREPARED, _K.ABSENT_UNSEALED): Decision(True, LeaseAction.ABORT, _St.ABORTED),
@@ -145,9 +148,10 @@ def decide(state: LeaseState, kind: ObservationKind) -> Decision:
     """The decision for a lease in ``state`` given an observation of ``kind``.
 
     raises: IllegalTransition
-    post: implies(__return__.journal_action is LeaseAction.COMMIT, kind is ObservationKind.PUBLISHED_MATCH)
-    post: implies(__return__.journal_action is LeaseAction.ABORT, kind in (ObservationKind.ABSENT_SEALED, ObservationKind.ABSENT_UNSEALED))
-    post: implies(state is not LeaseState.PREPARED, __return__.journal_action is None and not __return__.seal_first)
+    post: implies(__return__.journal_action is LeaseAction.COMMIT, kind is _K.PUBLISHED_MATCH)
+    post: implies(__return__.journal_action is LeaseAction.ABORT, kind in _ABSENT)
+    post: implies(state is not LeaseState.PREPARED, __return__.journal_action is None)
+    post: implies(state is not LeaseState.PREPARED, not __return__.seal_first)
     post: implies(__return__.seal_first, kind is ObservationKind.ABSENT_UNSEALED)
     """
     try:

@@ -153,8 +153,50 @@ class Bounds:
         if self.max_deletions < 0:
             raise BadBounds("max_deletions must be >= 0")
 
+    @classmethod
+    def parse(cls, text: str) -> Bounds:
+        """Bounds from ``"k=v,k=v"`` (CLI form); raises :class:`BadBounds` on any doubt.
 
-@attrs.frozen
+        Integers are decimal; booleans are ``true``/``false`` (also ``1``/``0``,
+        ``yes``/``no``, ``on``/``off``).  An empty text is the default bounds.
+        """
+        fields = {f.name: f for f in attrs.fields(cls)}
+        values: dict[str, int | bool] = {}
+        for item in text.split(","):
+            item = item.strip()
+            if not item:
+                continue
+            key, sep, raw = item.partition("=")
+            key, raw = key.strip(), raw.strip()
+            if not sep or key not in fields:
+                known = ", ".join(fields)
+                raise BadBounds(f"bad bound {item!r}: expected key=value with key in {known}")
+            if key in values:
+                raise BadBounds(f"bound {key!r} given twice")
+            values[key] = _bound_value(key, raw, fields[key].default)
+        return cls(**values)  # type: ignore[arg-type]
+
+
+_TRUE = frozenset({"true", "1", "yes", "on"})
+_FALSE = frozenset({"false", "0", "no", "off"})
+
+
+def _bound_value(key: str, raw: str, default: object) -> int | bool:
+    if isinstance(default, bool):
+        if raw.lower() in _TRUE:
+            return True
+        if raw.lower() in _FALSE:
+            return False
+        raise BadBounds(f"bound {key!r} must be true or false, not {raw!r}")
+    if not (raw.isascii() and raw.isdigit()):
+        raise BadBounds(f"bound {key!r} must be a non-negative integer, not {raw!r}")
+    return int(raw)
+
+
+# The parts below are frozen with ``cache_hash``: successor states share their
+# unchanged parts, so each part's hash is computed once instead of once per
+# successor (about an eighth of the explorer's time).
+@attrs.frozen(cache_hash=True)
 class FileSlot:
     """One artifact name: status, content version (writes so far), aged, altered."""
 
@@ -172,7 +214,7 @@ class FileSlot:
         return self.status in (FileStatus.VOLATILE, FileStatus.PRESENT)
 
 
-@attrs.frozen
+@attrs.frozen(cache_hash=True)
 class JournalTxn:
     """One transaction's journal records: durable, then volatile; the intent's digest."""
 
@@ -195,7 +237,7 @@ class JournalTxn:
         return self.durable[-1] if self.durable else LeaseState.NEW
 
 
-@attrs.frozen
+@attrs.frozen(cache_hash=True)
 class OwnerSlot:
     """The owner's record for one transaction id, a tombstone in progress, a request in flight."""
 
@@ -204,7 +246,7 @@ class OwnerSlot:
     inflight: int = 0  # digest of an in-flight publish request; 0: none
 
 
-@attrs.frozen
+@attrs.frozen(cache_hash=True)
 class Reconciler:
     pc: ReconcilerPc = ReconcilerPc.IDLE
     txn: int = -1
@@ -217,7 +259,7 @@ class TargetKind(enum.Enum):
     MEMORY_PATH = "memory path"
 
 
-@attrs.frozen
+@attrs.frozen(cache_hash=True)
 class PlanTarget:
     kind: TargetKind
     index: int
@@ -253,7 +295,9 @@ class StepKind(enum.Enum):
     SEND = "publisher {t} sends the publish request to the owner"
     REJECT = "owner rejects {t} before any write; publisher appends ABORTED"
     APPLY_ACK = "owner applies {t}'s publish ({note}); the publisher gets the ack"
-    APPLY_LOST_ACK = "owner applies {t}'s publish durably, but the ack is lost (caller sees an error)"
+    APPLY_LOST_ACK = (
+        "owner applies {t}'s publish durably, but the ack is lost (caller sees an error)"
+    )
     REFUSE = "owner refuses {t}'s publish: a tombstone exists"
     DROP = "fault: {t}'s publish request is lost in the network (caller sees an error)"
     COMMIT = "publisher {t} appends COMMITTED{note}"
@@ -490,7 +534,10 @@ class Model:
                 if durable and not locked:
                     s2 = self._with_journal(s, t, self._journal_step(txn, LeaseAction.ABORT))
                     s2 = attrs.evolve(s2, rejected=_put(s2.rejected, t, True))  # type: ignore[arg-type]
-                    yield Step(StepKind.REJECT, txn=t), self._with_pub(s2, t, PublisherEvent.REJECTED)
+                    yield (
+                        Step(StepKind.REJECT, txn=t),
+                        self._with_pub(s2, t, PublisherEvent.REJECTED),
+                    )
             elif pc is PublisherPc.ACKED:
                 try:
                     txn2 = self._journal_step(txn, LeaseAction.COMMIT)
@@ -502,7 +549,8 @@ class Model:
                 yield Step(StepKind.COMMIT, txn=t, note=note), s2
         if any(txn.volatile for txn in s.journal):
             journal = tuple(
-                JournalTxn(txn.records, (), txn.intent) if txn.volatile else txn for txn in s.journal
+                JournalTxn(txn.records, (), txn.intent) if txn.volatile else txn
+                for txn in s.journal
             )
             yield Step(StepKind.JOURNAL_FSYNC), attrs.evolve(s, journal=journal)
 
@@ -553,8 +601,9 @@ class Model:
             if pc is RemoverPc.IDLE and txn.state is LeaseState.COMMITTED:
                 if first:
                     s2 = self._with_journal(s, t, self._journal_step(txn, LeaseAction.RELEASE))
-                    yield Step(StepKind.RELEASE_FIRST, txn=t), self._with_rem(
-                        s2, t, RemoverEvent.RELEASE_FIRST
+                    yield (
+                        Step(StepKind.RELEASE_FIRST, txn=t),
+                        self._with_rem(s2, t, RemoverEvent.RELEASE_FIRST),
                     )
                     continue
                 record, result = owner.apply(o.record, OwnerAction.REMOVE)
@@ -562,12 +611,14 @@ class Model:
                     continue
                 s2 = self._with_owner(s, t, attrs.evolve(o, record=record))
                 note = "" if result is OwnerResult.APPLIED else " (already gone: no-op)"
-                yield Step(StepKind.REMOVE_ACK, txn=t, note=note), self._with_rem(
-                    s2, t, RemoverEvent.REMOVE_ACK
+                yield (
+                    Step(StepKind.REMOVE_ACK, txn=t, note=note),
+                    self._with_rem(s2, t, RemoverEvent.REMOVE_ACK),
                 )
                 if b.lost_acks:
-                    yield Step(StepKind.REMOVE_LOST_ACK, txn=t), self._with_rem(
-                        s2, t, RemoverEvent.REMOVE_ERROR
+                    yield (
+                        Step(StepKind.REMOVE_LOST_ACK, txn=t),
+                        self._with_rem(s2, t, RemoverEvent.REMOVE_ERROR),
                     )
             elif pc is RemoverPc.REMOVED:
                 s2 = self._with_journal(s, t, self._journal_step(txn, LeaseAction.RELEASE))
@@ -575,8 +626,9 @@ class Model:
             elif pc is RemoverPc.RELEASED_FIRST:
                 record, _ = owner.apply(o.record, OwnerAction.REMOVE)
                 s2 = self._with_owner(s, t, attrs.evolve(o, record=record))
-                yield Step(StepKind.REMOVE_AFTER, txn=t), self._with_rem(
-                    s2, t, RemoverEvent.REMOVE_AFTER
+                yield (
+                    Step(StepKind.REMOVE_AFTER, txn=t),
+                    self._with_rem(s2, t, RemoverEvent.REMOVE_AFTER),
                 )
 
     def _reconciler(self, s: SystemState) -> Iterator[tuple[Step, SystemState]]:
@@ -596,7 +648,9 @@ class Model:
                 elif d.journal_action is not None:
                     s2 = self._with_journal(s, t, self._journal_step(txn, d.journal_action))
                     s2 = self._with_recon(s2, ReconcilerEvent.RESOLVE)
-                    note = f"{kind.value} -> appends {lease.step(txn.state, d.journal_action).value}"
+                    note = (
+                        f"{kind.value} -> appends {lease.step(txn.state, d.journal_action).value}"
+                    )
                     yield Step(StepKind.OBSERVE, txn=t, note=note), s2
                 else:
                     yield Step(StepKind.OBSERVE, txn=t, note=f"{kind.value} -> {d.status.value}"), s
@@ -616,13 +670,19 @@ class Model:
                 yield Step(StepKind.SEAL, txn=t, note=str(r.generation)), s2
             else:
                 note = f"the generation is {o.record.generation}, not {r.generation}"
-                yield Step(StepKind.STALE, txn=t, note=note), self._with_recon(s, ReconcilerEvent.STALE)
+                yield (
+                    Step(StepKind.STALE, txn=t, note=note),
+                    self._with_recon(s, ReconcilerEvent.STALE),
+                )
         else:
             t = r.txn
             key = (r.pc, ReconcilerEvent.APPEND_ABORTED)
             if key in self.reconciler_machine.table:
                 s2 = self._with_journal(s, t, self._journal_step(s.journal[t], LeaseAction.ABORT))
-                yield Step(StepKind.ABORT, txn=t), self._with_recon(s2, ReconcilerEvent.APPEND_ABORTED)
+                yield (
+                    Step(StepKind.ABORT, txn=t),
+                    self._with_recon(s2, ReconcilerEvent.APPEND_ABORTED),
+                )
 
     def _gc(self, s: SystemState) -> Iterator[tuple[Step, SystemState]]:
         m = self.mistakes
@@ -672,7 +732,9 @@ class Model:
                         claims = tuple(k for k in claims if k.digest == current.digest)
                     if Mistake.GC_SKIPS_REVALIDATION in m:
                         outcome = (
-                            cleanup.ApplyStatus.DELETED if f.exists else cleanup.ApplyStatus.ALREADY_MISSING
+                            cleanup.ApplyStatus.DELETED
+                            if f.exists
+                            else cleanup.ApplyStatus.ALREADY_MISSING
                         )
                     else:
                         assert x.facts is not None
@@ -693,9 +755,13 @@ class Model:
                         a = self.artifact_of(t)
                         f = s2.files[a]
                         if f.exists:
-                            f2 = attrs.evolve(f, status=FILE_MACHINE.step(f.status, FileEvent.DELETE))
+                            f2 = attrs.evolve(
+                                f, status=FILE_MACHINE.step(f.status, FileEvent.DELETE)
+                            )
                             s2 = self._with_file(s2, a, f2)
-                        done.append(f"deleted {txn_name(t)}'s Memory artifact_path {artifact_name(a)}")
+                        done.append(
+                            f"deleted {txn_name(t)}'s Memory artifact_path {artifact_name(a)}"
+                        )
             GC_MACHINE.step(GcPc.PLANNED, GcEvent.APPLY)
             yield Step(StepKind.GC_APPLY, note="; ".join(done)), s2
 
@@ -704,10 +770,15 @@ class Model:
         if b.tamper:
             for a, f in enumerate(s.files):
                 if f.status is FileStatus.PRESENT and not f.tampered:
-                    yield Step(StepKind.TAMPER, slot=a), self._with_file(s, a, attrs.evolve(f, tampered=True))
+                    yield (
+                        Step(StepKind.TAMPER, slot=a),
+                        self._with_file(s, a, attrs.evolve(f, tampered=True)),
+                    )
         if Mistake.DELETE_FOLDER_AT_SESSION_END in self.mistakes and any(f.exists for f in s.files):
             files = tuple(
-                attrs.evolve(f, status=FILE_MACHINE.step(f.status, FileEvent.DELETE)) if f.exists else f
+                attrs.evolve(f, status=FILE_MACHINE.step(f.status, FileEvent.DELETE))
+                if f.exists
+                else f
                 for f in s.files
             )
             yield Step(StepKind.SESSION_END), attrs.evolve(s, files=files)
@@ -716,9 +787,7 @@ class Model:
 
     def crash(self, s: SystemState) -> SystemState:
         """Keep only durable state, then recover: the journal is re-read, every actor restarts."""
-        files = tuple(
-            FileSlot() if f.status is FileStatus.VOLATILE else f for f in s.files
-        )
+        files = tuple(FileSlot() if f.status is FileStatus.VOLATILE else f for f in s.files)
         journal = tuple(
             JournalTxn(txn.durable, (), txn.intent if txn.durable else 0) for txn in s.journal
         )
@@ -743,4 +812,3 @@ def _target_name(model: Model, target: PlanTarget) -> str:
     if target.kind is TargetKind.FOREIGN_ENTRY:
         return "the symlink tool_result_900.txt (followed to its target outside)"
     return f"{txn_name(target.index)}'s Memory artifact_path"
-

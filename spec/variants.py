@@ -1,0 +1,175 @@
+"""The classic mistakes as named variants of the model.
+
+Rules
+=====
+
+1. A variant is the correct :class:`system.Model` with exactly one
+   :class:`system.Mistake` switched on, and the one invariant the mistake is
+   expected to break first.
+2. Run through :func:`explorer.explore` under the default bounds, every
+   variant must reach a violation of its expected invariant; breadth-first
+   order makes the printed trace a shortest one.
+3. Names are the stable handles of the CLI (``toolswap explore --variant``),
+   the tests and SPEC.md; an unknown name raises :class:`UnknownVariant`.
+
+Theory of operation
+===================
+
+A rule of the protocol is only worth its cost if dropping it is observable.
+Each variant drops one rule and lets the explorer find the cheapest way to
+hurt: the trace is the argument for the rule.  A variant whose expected
+violation is no longer found means either the rule is no longer needed or
+(far more likely) the model lost the behaviour that made it needed, so the
+tests treat it as a failure of the spec itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+
+import attrs
+
+from .errors import UnknownVariant
+from .invariants import INVARIANT_NAMES
+from .system import Bounds, Mistake, Model
+
+__all__ = ["Variant", "VARIANTS", "get", "names", "invariant_id"]
+
+
+def invariant_id(name: str) -> str:
+    """The short handle of an invariant name: ``"S2 prepare before publish"`` -> ``"S2"``."""
+    return name.split(" ", 1)[0]
+
+
+@attrs.frozen
+class Variant:
+    """One mistake, the invariant it breaks, and a sentence a student can learn from."""
+
+    name: str
+    mistake: Mistake
+    expected: str
+    lesson: str
+
+    def __attrs_post_init__(self) -> None:
+        if self.expected not in INVARIANT_NAMES:
+            raise ValueError(f"variant {self.name}: unknown invariant {self.expected!r}")
+
+    def model(self, bounds: Bounds | None = None) -> Model:
+        """The correct model with this one mistake switched on."""
+        return Model(
+            bounds=bounds if bounds is not None else Bounds(), mistakes=frozenset({self.mistake})
+        )
+
+
+_M = Mistake
+_ROWS: tuple[Variant, ...] = (
+    Variant(
+        "publish-before-prepared",
+        _M.PUBLISH_BEFORE_PREPARED_DURABLE,
+        "S2 prepare before publish",
+        "The publisher sent the reference while PREPARED sat in the page cache. "
+        "A crash now would leave a visible reference with no lease protecting its "
+        "artifact. Fix: fsync PREPARED, then call the publisher.",
+    ),
+    Variant(
+        "release-before-remove",
+        _M.RELEASE_BEFORE_REMOVE,
+        "S4 remove before release",
+        "RELEASED was written while the owner still showed the reference, so the "
+        "artifact looks unclaimed to the GC. Fix: the owner removes first, then "
+        "RELEASED is appended; a failed removal leaves the lease COMMITTED.",
+    ),
+    Variant(
+        "abort-before-tombstone",
+        _M.ABORT_BEFORE_TOMBSTONE_DURABLE,
+        "S3 tombstone before abort",
+        "ABORTED was appended while the owner's tombstone was still being written. "
+        "If the tombstone is lost, a late publish can still land for a lease "
+        "that no longer protects anything. Fix: tombstone durable first, then ABORTED.",
+    ),
+    Variant(
+        "not-found-is-absent",
+        _M.NOT_FOUND_IS_ABSENT,
+        "S3 tombstone before abort",
+        "One 'not found' was taken as proof of absence and the lease aborted with "
+        "no seal. A request in flight or a lagging replica can still publish. "
+        "Fix: seal the absence by CAS on the observed generation, then abort.",
+    ),
+    Variant(
+        "gc-skips-revalidation",
+        _M.GC_SKIPS_REVALIDATION,
+        "S1 no dangling reference",
+        "The GC deleted what its plan said, without re-reading the claims. A lease "
+        "prepared after the plan was ignored. Fix: re-validate every planned entry "
+        "against the current claims under the journal lock.",
+    ),
+    Variant(
+        "gc-trusts-memory-path",
+        _M.GC_TRUSTS_MEMORY_PATH,
+        "S7 nothing outside",
+        "The GC deleted the artifact_path a Memory record carried, and a record can "
+        "say '../../anything'. Fix: locations come only from the trusted session "
+        "folder; claims are path-free.",
+    ),
+    Variant(
+        "counter-restart",
+        _M.COUNTER_RESTART_OVERWRITES,
+        "S6 append-only evidence",
+        "After a restart the name counter began again at 001 and overwrote an "
+        "existing artifact, so an old pointer now shows other content. Fix: "
+        "exclusive create, never reuse a name.",
+    ),
+    Variant(
+        "gc-follows-unknown-entries",
+        _M.GC_FOLLOWS_UNKNOWN_ENTRIES,
+        "S7 nothing outside",
+        "The GC went on past an entry it did not create (a symlink) and followed "
+        "it out of tool-results/. Fix: anything not ours is denied or "
+        "retained_unknown, never followed.",
+    ),
+    Variant(
+        "gc-ignores-digest-conflict",
+        _M.GC_IGNORES_DIGEST_CONFLICT,
+        "S1 no dangling reference",
+        "A claim and the file disagreed on the digest, and the GC treated the file "
+        "as unclaimed. Fix: a disagreement is retained_corrupt: keep the file and "
+        "report it.",
+    ),
+    Variant(
+        "delete-folder-at-session-end",
+        _M.DELETE_FOLDER_AT_SESSION_END,
+        "S1 no dangling reference",
+        "The whole tool-results/ folder was deleted when the session ended, while a "
+        "lease still protected an artifact. Fix: only the two-phase GC deletes, "
+        "one checked file at a time.",
+    ),
+    Variant(
+        "blind-terminal-append",
+        _M.BLIND_TERMINAL_APPEND,
+        "S5 one terminal event",
+        "The journal appended COMMITTED without folding the current phase, so a "
+        "publisher and a reconciler both wrote one. Fix: fold first; a terminal "
+        "phase re-applied is idempotent and appends nothing.",
+    ),
+)
+
+#: name -> variant, in the order SPEC.md lists them.
+VARIANTS: Mapping[str, Variant] = MappingProxyType({v.name: v for v in _ROWS})
+
+
+def names() -> tuple[str, ...]:
+    """Every variant name, in order.
+
+    post: len(__return__) == len(VARIANTS)
+    """
+    return tuple(VARIANTS)
+
+
+def get(name: str) -> Variant:
+    """The variant called ``name``; raises :class:`UnknownVariant` otherwise."""
+    try:
+        return VARIANTS[name]
+    except KeyError:
+        known = ", ".join(VARIANTS)
+        raise UnknownVariant(f"unknown variant {name!r} (known: {known})") from None

@@ -1,0 +1,165 @@
+"""``toolswap explore [--variant NAME] [--bounds k=v,...] [--json] [--list]``
+
+Explore the executable specification (``toolswap.spec``) breadth first and
+print the verdict: states, transitions, depth, time.  With ``--variant`` the
+model has one classic mistake switched on, and the shortest counterexample is
+printed step by step.
+
+Exit status:
+  0  no violation: S1-S7 hold in every reachable state and L1 progress holds
+  1  a violation was found (for a variant: its expected one, as it should be)
+  2  usage error: unknown variant, bad bounds, unreadable SPEC.md
+  3  a variant did NOT produce its expected violation (the spec lost the
+     behaviour the mistake needs; e.g. --bounds switched that fault off)
+
+``--write-spec-diagrams PATH`` regenerates the diagrams and tables between the
+BEGIN/END markers of SPEC.md from the transition tables, and explores nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+import time
+from typing import Any
+
+from ..errors import UsageError
+from ._common import add_json_argument, print_json
+
+__all__ = ["register", "explore", "write_spec_diagrams", "EXIT_OK", "EXIT_VIOLATION"]
+
+
+def _spec(module: str) -> Any:
+    # by name: toolswap.spec lives in its own folder (see pyproject's package-dir),
+    # which static checkers of src/ cannot follow
+    return importlib.import_module(f"toolswap.spec.{module}")
+
+
+diagrams = _spec("diagrams")
+explorer = _spec("explorer")
+variants = _spec("variants")
+SpecError: type[Exception] = _spec("errors").SpecError
+Bounds = _spec("system").Bounds
+Model = _spec("system").Model
+
+EXIT_OK = 0
+EXIT_VIOLATION = 1
+EXIT_NOT_CAUGHT = 3
+
+
+def register(subparsers: Any) -> None:
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "explore",
+        help="explore the executable specification (and its mistake variants)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--variant", metavar="NAME", default=None, help="switch one mistake on (see --list)"
+    )
+    parser.add_argument(
+        "--bounds",
+        metavar="K=V,...",
+        default="",
+        help="override bounds, e.g. artifacts=1,transactions=3,crashes=false "
+        "(keys: " + ", ".join(f.name for f in Bounds.__attrs_attrs__) + ")",
+    )
+    parser.add_argument("--list", action="store_true", help="list the variants and exit")
+    parser.add_argument(
+        "--write-spec-diagrams",
+        metavar="PATH",
+        default=None,
+        help="regenerate the generated block of SPEC.md at PATH and exit",
+    )
+    add_json_argument(parser)
+    parser.set_defaults(handler=explore)
+
+
+def explore(args: argparse.Namespace) -> int:
+    if args.write_spec_diagrams is not None:
+        return write_spec_diagrams(args.write_spec_diagrams)
+    if args.list:
+        return _list(args.json)
+    try:
+        bounds = Bounds.parse(args.bounds)
+        variant = variants.get(args.variant) if args.variant is not None else None
+    except SpecError as exc:
+        raise UsageError(str(exc)) from exc
+    if variant is None:
+        report = explorer.explore(
+            Model(bounds=bounds), name="correct model", clock=time.perf_counter
+        )
+        code = EXIT_OK if report.ok else EXIT_VIOLATION
+        _print(args.json, report, None, code, bounds)
+        return code
+    report = explorer.explore(variant.model(bounds), name=variant.name, clock=time.perf_counter)
+    v = report.violation
+    caught = v is not None and variant.expected in v.invariants
+    code = EXIT_VIOLATION if caught else EXIT_NOT_CAUGHT
+    _print(args.json, report, variant, code, bounds)
+    return code
+
+
+def _print(as_json: bool, report: Any, variant: Any, code: int, bounds: Any) -> None:
+    if as_json:
+        document = explorer.report_to_dict(report)
+        document["exit_status"] = code
+        document["bounds"] = {f.name: getattr(bounds, f.name) for f in bounds.__attrs_attrs__}
+        if variant is not None:
+            document["variant"] = variant.name
+            document["mistake"] = variant.mistake.value
+            document["expected"] = variant.expected
+            document["expected_found"] = code == EXIT_VIOLATION
+            document["lesson"] = variant.lesson
+        print_json(document)
+        return
+    out = sys.stdout
+    if variant is not None:
+        out.write(f"variant: {variant.name}\nmistake: {variant.mistake.value}\n")
+        out.write(f"expected: a violation of {variant.expected}\n")
+    out.write(explorer.format_report(report) + "\n")
+    if variant is None:
+        return
+    short = variants.invariant_id(variant.expected)
+    if code == EXIT_VIOLATION:
+        out.write(f"expected violation of {short} found.\n")
+        out.write(f"why it matters: {variant.lesson}\n")
+    else:
+        found = report.violation.invariants if report.violation else ("nothing",)
+        out.write(
+            f"NOT CAUGHT: expected a violation of {short}, found {', '.join(found)} "
+            "(exit 3: the model no longer exhibits this mistake under these bounds)\n"
+        )
+
+
+def _list(as_json: bool) -> int:
+    rows = list(variants.VARIANTS.values())
+    if as_json:
+        print_json(
+            [{"name": v.name, "mistake": v.mistake.value, "expected": v.expected} for v in rows]
+        )
+        return EXIT_OK
+    width = max(len(v.name) for v in rows)
+    for v in rows:
+        sys.stdout.write(
+            f"{v.name:<{width}}  {variants.invariant_id(v.expected):<3}  {v.mistake.value}\n"
+        )
+    return EXIT_OK
+
+
+def write_spec_diagrams(path: str) -> int:
+    """Rewrite the generated block of the SPEC.md at ``path``; unchanged files are not touched."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            document = handle.read()
+        updated = diagrams.splice(document)
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"cannot regenerate {path}: {exc}") from exc
+    if updated == document:
+        sys.stdout.write(f"{path}: diagrams already match the tables\n")
+        return EXIT_OK
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write(updated)
+    sys.stdout.write(f"{path}: diagrams regenerated from the tables\n")
+    return EXIT_OK

@@ -1,0 +1,136 @@
+"""``toolswap explore`` as a user sees it: verdicts, traces, exit codes, SPEC.md regeneration."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import subprocess
+import sys
+
+import pytest
+import toolswap.spec
+from toolswap.spec import diagrams, variants
+
+from toolswap.cli import main
+from toolswap.cli.explore import EXIT_NOT_CAUGHT, EXIT_OK, EXIT_VIOLATION
+
+SMALL = "artifacts=1,transactions=1"
+
+
+def _run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    code = main(["explore", *args])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_the_correct_model_exits_0_with_the_state_count(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = _run(["--bounds", SMALL], capsys)
+    assert (code, err) == (EXIT_OK, "")
+    assert "verdict: 0 violations of S1-S7 (489 states, " in out
+    assert " transitions, depth " in out and " s)" in out  # time is printed
+    assert "L1 progress: holds" in out
+
+
+@pytest.mark.parametrize("name", variants.names())
+def test_a_variant_prints_its_trace_and_exits_1(
+    name: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = _run(["--variant", name], capsys)
+    short = variants.invariant_id(variants.get(name).expected)
+    assert code == EXIT_VIOLATION
+    assert "shortest counterexample (" in out and "\n  1. " in out
+    assert f"expected violation of {short} found." in out
+    assert "why it matters: " in out
+
+
+def test_a_variant_that_is_not_caught_exits_3(capsys: pytest.CaptureFixture[str]) -> None:
+    # without crashes the counter never restarts, so the mistake cannot show
+    bounds = "crashes=false,artifacts=1,transactions=1"
+    code, out, _ = _run(["--variant", "counter-restart", "--bounds", bounds], capsys)
+    assert code == EXIT_NOT_CAUGHT
+    assert "NOT CAUGHT: expected a violation of S6" in out
+
+
+def test_json_carries_the_verdict_and_the_trace(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _run(["--variant", "publish-before-prepared", "--json"], capsys)
+    doc = json.loads(out)
+    assert code == EXIT_VIOLATION == doc["exit_status"]
+    assert doc["expected"] == "S2 prepare before publish" and doc["expected_found"] is True
+    assert doc["violated"] == ["S2 prepare before publish"]
+    assert len(doc["trace"]) == 5 and doc["states"] > 0
+    assert isinstance(doc["elapsed_seconds"], float)
+
+
+def test_json_for_the_correct_model(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _run(["--bounds", SMALL, "--json"], capsys)
+    doc = json.loads(out)
+    assert (code, doc["violations"], doc["states"], doc["l1_stuck"]) == (EXIT_OK, 0, 489, 0)
+    assert (doc["bounds"]["artifacts"], doc["bounds"]["crashes"]) == (1, True)
+
+
+def test_list_names_every_variant_and_its_invariant(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _run(["--list"], capsys)
+    assert code == EXIT_OK
+    lines = out.splitlines()
+    assert len(lines) == len(variants.VARIANTS)
+    for line, v in zip(lines, variants.VARIANTS.values(), strict=True):
+        assert line.split()[:2] == [v.name, variants.invariant_id(v.expected)]
+
+
+def test_list_as_json(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _run(["--list", "--json"], capsys)
+    assert code == EXIT_OK
+    assert [d["name"] for d in json.loads(out)] == list(variants.names())
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--variant", "no-such-mistake"], "unknown variant 'no-such-mistake'"),
+        (["--bounds", "artifacts=9"], "artifacts must be 1..4"),
+        (["--bounds", "speed=fast"], "bad bound 'speed=fast'"),
+        (["--bounds", "crashes=perhaps"], "true or false"),
+    ],
+)
+def test_a_usage_error_is_one_stderr_line_and_exit_2(
+    args: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = _run(args, capsys)
+    assert (code, out) == (2, "")
+    assert err.count("\n") == 1 and err.startswith("toolswap: error: ") and message in err
+
+
+def test_write_spec_diagrams_regenerates_a_stale_copy(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    committed = pathlib.Path(toolswap.spec.__file__).with_name("SPEC.md").read_text("utf-8")
+    stale = diagrams.splice(committed, "an old hand-drawn picture\n")
+    copy = tmp_path / "SPEC.md"
+    copy.write_text(stale, encoding="utf-8")
+    code, out, _ = _run(["--write-spec-diagrams", str(copy)], capsys)
+    assert code == EXIT_OK and "regenerated" in out
+    assert copy.read_text("utf-8") == committed
+    code, out, _ = _run(["--write-spec-diagrams", str(copy)], capsys)
+    assert code == EXIT_OK and "already match" in out
+
+
+def test_write_spec_diagrams_refuses_a_file_without_markers(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    plain = tmp_path / "notes.md"
+    plain.write_text("# no markers\n", encoding="utf-8")
+    code, _, err = _run(["--write-spec-diagrams", str(plain)], capsys)
+    assert code == 2 and "marker" in err
+    assert plain.read_text("utf-8") == "# no markers\n"
+
+
+def test_help_documents_the_exit_codes() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "toolswap.cli", "explore", "--help"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0
+    for line in ("0  no violation", "1  a violation was found", "2  usage error", "3  a variant"):
+        assert line in result.stdout

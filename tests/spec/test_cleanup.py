@@ -1,0 +1,131 @@
+"""Cleanup: one plan status per case, one apply outcome per case (DESIGN section 7)."""
+
+from __future__ import annotations
+
+import attrs
+import pytest
+from toolswap.spec import cleanup
+from toolswap.spec.cleanup import ApplyStatus, Claim, EntryKind, FileFacts, PlanStatus, Policy
+
+NOW = 1000
+POLICY = Policy(orphan_ttl_seconds=100, max_deletions=2)
+OLD = FileFacts(digest=7, size=3, mtime=NOW - 100, device=1, inode=2)
+YOUNG = attrs.evolve(OLD, mtime=NOW - 99)
+
+# (facts, claims, planned so far) -> status, one row per DESIGN status.
+PLAN_CASES = [
+    ("claimed file gone", None, [Claim(digest=7)], 0, PlanStatus.MISSING_REFERENCED),
+    ("directory", attrs.evolve(OLD, kind=EntryKind.DIRECTORY), [], 0, PlanStatus.DENIED),
+    ("symlink", attrs.evolve(OLD, kind=EntryKind.SYMLINK), [], 0, PlanStatus.DENIED),
+    ("odd name", attrs.evolve(OLD, owned_name=False), [], 0, PlanStatus.RETAINED_UNKNOWN),
+    ("claim disagrees", OLD, [Claim(digest=8)], 0, PlanStatus.RETAINED_CORRUPT),
+    ("claim matches", OLD, [Claim(digest=7)], 0, PlanStatus.RETAINED_REFERENCED),
+    (
+        "pending claim",
+        OLD,
+        [Claim(digest=7, pending=True, retain_until=1)],
+        0,
+        PlanStatus.RETAINED_REFERENCED,
+    ),
+    ("younger than the TTL", YOUNG, [], 0, PlanStatus.RETAINED_RECENT),
+    ("over max_deletions", OLD, [], 2, PlanStatus.RETAINED_LIMIT),
+    ("expired claim", OLD, [Claim(digest=7, retain_until=NOW)], 0, PlanStatus.PLANNED_DELETE),
+    ("released claim", OLD, [Claim(digest=7, reference_count=0)], 0, PlanStatus.PLANNED_DELETE),
+    ("unclaimed and old", OLD, [], 1, PlanStatus.PLANNED_DELETE),
+]
+
+
+@pytest.mark.parametrize(
+    ("facts", "claims", "planned", "status"),
+    [c[1:] for c in PLAN_CASES],
+    ids=[c[0] for c in PLAN_CASES],
+)
+def test_plan_classifies_each_case(
+    facts: FileFacts | None, claims: list[Claim], planned: int, status: PlanStatus
+) -> None:
+    assert cleanup.classify(facts, claims, POLICY, NOW, planned) is status
+
+
+def test_every_plan_status_has_a_case() -> None:
+    assert {c[-1] for c in PLAN_CASES} == set(PlanStatus)
+
+
+def test_a_corrupt_claim_wins_over_a_matching_one() -> None:
+    # two leases on one name that disagree: keep and report, never pick one
+    claims = [Claim(digest=7), Claim(digest=8)]
+    assert cleanup.classify(OLD, claims, POLICY, NOW) is PlanStatus.RETAINED_CORRUPT
+
+
+def test_a_pending_claim_never_expires() -> None:
+    claim = Claim(digest=7, pending=True, reference_count=0, retain_until=0)
+    assert cleanup.claim_is_active(claim, now=10**9)
+
+
+@pytest.mark.parametrize(
+    ("claim", "active"),
+    [
+        (Claim(digest=1), True),
+        (Claim(digest=1, retain_until=NOW + 1), True),
+        (Claim(digest=1, retain_until=NOW), False),
+        (Claim(digest=1, reference_count=0), False),
+    ],
+)
+def test_a_committed_claim_holds_while_counted_and_before_retain_until(
+    claim: Claim, active: bool
+) -> None:
+    assert cleanup.claim_is_active(claim, NOW) is active
+
+
+def test_plan_stops_planning_at_max_deletions_in_name_order() -> None:
+    entries = [(f"tool_result_{i:03d}.txt", OLD, ()) for i in (3, 1, 2)]
+    result = cleanup.plan(entries, POLICY, NOW)
+    assert result == (
+        ("tool_result_001.txt", PlanStatus.PLANNED_DELETE),
+        ("tool_result_002.txt", PlanStatus.PLANNED_DELETE),
+        ("tool_result_003.txt", PlanStatus.RETAINED_LIMIT),
+    )
+
+
+def test_plan_skips_a_name_with_neither_file_nor_claim() -> None:
+    assert cleanup.plan([("tool_result_001.txt", None, ())], POLICY, NOW) == ()
+
+
+def test_apply_deletes_an_unchanged_unclaimed_file() -> None:
+    assert cleanup.revalidate(OLD, OLD, [], NOW) is ApplyStatus.DELETED
+
+
+def test_apply_reports_a_vanished_file_as_already_missing() -> None:
+    assert cleanup.revalidate(OLD, None, [Claim(digest=7)], NOW) is ApplyStatus.ALREADY_MISSING
+
+
+def test_apply_keeps_a_file_claimed_since_the_plan() -> None:
+    assert cleanup.revalidate(OLD, OLD, [Claim(digest=7, pending=True)], NOW) is (
+        ApplyStatus.RETAINED_REFERENCED
+    )
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"digest": 8},
+        {"size": 4},
+        {"mtime": NOW},
+        {"device": 9},
+        {"inode": 9},
+        {"kind": EntryKind.SYMLINK},
+        {"owned_name": False},
+    ],
+    ids=lambda c: next(iter(c)),
+)
+def test_apply_calls_any_change_since_the_plan_a_race(change: dict[str, object]) -> None:
+    current = attrs.evolve(OLD, **change)
+    assert cleanup.revalidate(OLD, current, [], NOW) is ApplyStatus.RACE_DETECTED
+
+
+def test_apply_refuses_a_planned_entry_that_was_not_a_regular_file() -> None:
+    odd = attrs.evolve(OLD, kind=EntryKind.OTHER)
+    assert cleanup.revalidate(odd, odd, [], NOW) is ApplyStatus.RACE_DETECTED
+
+
+def test_every_apply_status_has_a_case() -> None:
+    assert {r[2] for r in cleanup.APPLY_RULES} == set(ApplyStatus)
