@@ -16,6 +16,12 @@ Durability rules the callers rely on (and the simulated disk enforces):
    :meth:`fsync_dir` of the directory that holds it.
 3. :meth:`create_exclusive` never replaces an existing entry (``O_EXCL``), and
    no open follows a symlink in its last component (``O_NOFOLLOW``).
+
+Crash points are no-ops on the real seam, except in a process started with
+``TOOLSWAP_FAILPOINT=<crash point>[#N]``: it dies at that point's N-th pass
+(``os._exit(FAILPOINT_EXIT_STATUS)``, or SIGKILL with
+``TOOLSWAP_FAILPOINT_MODE=sigkill``), which is how the real-process kill tests
+crash the real code on the real disk.
 """
 
 from __future__ import annotations
@@ -31,7 +37,14 @@ from typing import Protocol, runtime_checkable
 
 import attrs
 
-__all__ = ["FileFacts", "FileSystem", "OsFileSystem", "REAL_FS", "locked"]
+__all__ = [
+    "FAILPOINT_EXIT_STATUS",
+    "FileFacts",
+    "FileSystem",
+    "OsFileSystem",
+    "REAL_FS",
+    "locked",
+]
 
 
 @attrs.frozen(kw_only=True)
