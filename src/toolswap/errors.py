@@ -24,6 +24,7 @@ __all__ = [
     "ArtifactNotOwnedError",
     "EnvironmentFailure",
     "ArtifactWriteError",
+    "OwnerStoreError",
 ]
 
 
@@ -65,3 +66,11 @@ class EnvironmentFailure(ToolswapError):
 
 class ArtifactWriteError(EnvironmentFailure):
     """Writing an artifact failed; the never-referenced file was removed."""
+
+
+class OwnerStoreError(EnvironmentFailure):
+    """An owner's store failed (a database error, a lost connection).
+
+    For a publish or a removal it means "maybe done" (owner promise O2): the
+    lease is left as it was.  ``__cause__`` holds the store's own exception.
+    """

@@ -12,8 +12,10 @@ Rules
   ``retain_until``, until it is reconciled.
 * Every append happens under the session lock (``SessionPaths.session_lock``),
   so threads and processes on one host keep one unbroken chain.
-* An owner is never called while the session lock is held; reconciliation
-  takes the owner's fence first and the session lock inside it.
+* An owner is never called while the session lock is held (calling an owner
+  operation inside :meth:`ArtifactRetentionJournal.locked_state` raises
+  :class:`~toolswap.errors.UsageError`); reconciliation takes the owner's
+  fence first and the session lock inside it.
 
 Theory of operation
 -------------------
@@ -23,13 +25,16 @@ Each operation takes the session lock and *refreshes*: if the file has the same
 identity and size as after the last look, nothing is read; if it grew, only the
 new bytes are read and verified; if it was replaced, everything is verified
 again and must extend what was verified before.  So an append costs one lstat,
-one write and one fsync however long the journal is.  The constructor and
+one fstat, one write and one fsync however long the journal is (plus, once per
+journal object and file, a directory fsync: whoever created the file may have
+died before making its name durable).  The constructor and
 :meth:`ArtifactRetentionJournal.recover` verify the whole file.
 
 A torn tail (a final piece with no newline) is ignored and reported; the next
-append first cuts it off (ftruncate + fsync) and only then writes.  A torn
-tail that is a complete record followed by more bytes is not a torn write (a
-write only ever loses a suffix), so it is corruption ("newline").
+append first checks that the file holds exactly the verified prefix plus that
+tail, cuts the tail off (ftruncate + fsync) and only then writes.  A torn tail
+that is a complete record followed by more bytes is not a torn write (a write
+only ever loses a suffix), so it is corruption ("newline").
 
 Publication, in this order (S2, S3, S4):
 
@@ -185,7 +190,8 @@ def aggregate_claims(
     PREPARED leases count with ``retain_until=None`` (no expiry).  COMMITTED
     leases count unless ``now`` is given and ``now >= retain_until``.
     ``reference_count`` sums; ``retain_until`` is ``None`` if any lease has no
-    expiry, else the latest; ``source_id`` is the smallest in the group.
+    expiry, else the latest; ``source_id`` is the smallest in the group, so with
+    the default key it names one artifact of possibly several with equal bytes.
     """
     groups: dict[str, list[tuple[Phase, ArtifactRetentionClaim]]] = {}
     for phase, claim in leases.values():
@@ -209,6 +215,17 @@ def aggregate_claims(
     return result
 
 
+def _sources_by_digest(
+    leases: Mapping[str, tuple[Phase, ArtifactRetentionClaim]],
+) -> dict[str, tuple[str, ...]]:
+    """Full digest -> every source id with a live (PREPARED or COMMITTED) lease on it."""
+    sources: dict[str, set[str]] = {}
+    for phase, claim in leases.values():
+        if _is_active(phase, claim, None):
+            sources.setdefault(claim.content_sha256, set()).add(claim.source_id)
+    return {digest: tuple(sorted(ids)) for digest, ids in sources.items()}
+
+
 @attrs.frozen(kw_only=True)
 class Recovery:
     """A verified view of the journal at one moment.
@@ -217,7 +234,13 @@ class Recovery:
     * ``transactions``: transaction id -> its claim (the PREPARED intent).
     * ``claims``: full digest -> aggregated claim of every PREPARED or COMMITTED
       lease, whatever its ``retain_until`` (PREPARED contributes no expiry).
-    * ``claims_by_source``: the same, keyed by source id (exact per artifact).
+      This is a summary *per content*: when two artifacts hold identical bytes,
+      their leases share one entry whose ``reference_count`` sums both and whose
+      ``source_id`` names only one of them (the smallest).  Never map these
+      claims to files; ``claim_sources`` lists every artifact behind a digest.
+    * ``claim_sources``: full digest -> the sorted source ids behind ``claims``.
+    * ``claims_by_source``: the same leases keyed by source id (exact per
+      artifact); use this, or ``transactions``, to decide what a file needs.
     * ``pending_transaction_ids``: PREPARED transactions, in journal order.
     * ``torn_tail``: the ignored final piece, if any.
     """
@@ -226,6 +249,7 @@ class Recovery:
     states: Mapping[str, Phase]
     transactions: Mapping[str, ArtifactRetentionClaim]
     claims: Mapping[str, ArtifactRetentionClaim]
+    claim_sources: Mapping[str, tuple[str, ...]]
     claims_by_source: Mapping[str, ArtifactRetentionClaim]
     pending_transaction_ids: tuple[str, ...]
     torn_tail: TornTail | None
@@ -241,7 +265,9 @@ class Recovery:
         """Digest -> claim of the leases that protect at ``now`` (default: ``observed_at``).
 
         PREPARED always protects; COMMITTED protects while ``now < retain_until``
-        (or forever with no ``retain_until``); ABORTED/RELEASED never.
+        (or forever with no ``retain_until``); ABORTED/RELEASED never.  Like
+        ``claims`` this is per content: use :meth:`active_claims_by_source` to
+        decide about one artifact file.
         """
         moment = self.observed_at if now is None else now
         return aggregate_claims(self._leases(), now=moment)
@@ -260,6 +286,7 @@ class Recovery:
             "last_sha256": self.last_sha256,
             "states": {txn: phase.value for txn, phase in self.states.items()},
             "claims": {d: c.to_dict() for d, c in self.claims.items()},
+            "claim_sources": {d: list(s) for d, s in self.claim_sources.items()},
             "pending_transaction_ids": list(self.pending_transaction_ids),
             "torn_tail": None if self.torn_tail is None else self.torn_tail.to_dict(),
         }
@@ -295,9 +322,10 @@ class _Fold:
             raise JournalCorruptError(
                 line_number, "illegal_transition", f"{was} -> {record.phase.value}"
             )
-        if current is not None and record.intent_sha256 != self.intent_sha256[
-            record.transaction_id
-        ]:
+        if (
+            current is not None
+            and record.intent_sha256 != self.intent_sha256[record.transaction_id]
+        ):
             raise JournalCorruptError(line_number, "intent_rewrite", "intent digest changed")
 
     def apply(self, record: JournalRecord, line_number: int, size: int) -> None:
@@ -338,7 +366,7 @@ def _check_torn(piece: bytes, line_number: int) -> None:
     try:
         text = piece.decode("latin-1")
         _, end = json.JSONDecoder().raw_decode(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         return
     if end < len(text):
         raise JournalCorruptError(line_number, "newline", "record not terminated by a newline")
@@ -364,6 +392,8 @@ class ArtifactRetentionJournal:
         self._poisoned: JournalCorruptError | None = None
         self._mutex = threading.RLock()
         self._depth = 0
+        self._holder: int | None = None
+        self._dir_synced_for: tuple[int, int] | None = None  # file whose entry we fsynced
         if self.exists():
             with self._locked():
                 self._full_verify()
@@ -462,6 +492,7 @@ class ArtifactRetentionJournal:
         and the rejection re-raised; any other exception propagates and the lease
         stays PREPARED (pending, protecting the artifact until reconciled).
         """
+        self._refuse_owner_call_under_lock("publish_reference")
         txn = self.prepare(claim, transaction_id, now=now).transaction_id
         self._fs.crash_point("publish.after_prepared")
         try:
@@ -483,6 +514,7 @@ class ArtifactRetentionJournal:
         calling the remover.  If the remover raises, the lease stays COMMITTED.
         """
         txn = validate_transaction_id(transaction_id)
+        self._refuse_owner_call_under_lock("remove_reference")
         phase = self._phase_of(txn)
         if phase is Phase.RELEASED:
             return None
@@ -520,12 +552,28 @@ class ArtifactRetentionJournal:
     def reconcile_reference(
         self, transaction_id: str, owner: ArtifactReferenceOwner, *, now: float | None = None
     ) -> ReconciliationReport:
-        """Resolve one lease against the owner's fenced observation (DESIGN section 6 table).
+        """Resolve one PREPARED lease against the owner (the DESIGN section 6 table).
 
-        Idempotent; of concurrent reconcilers at most one appends the terminal
-        event, the others report ``already_*``.
+        A lease that is already terminal reports ``already_*`` and the owner is
+        not asked.  Otherwise, inside ``owner.inspect_fenced(transaction_id)``:
+
+        * PUBLISHED with the claim's source id *and* full digest: append
+          COMMITTED -> ``committed``;
+        * PUBLISHED with any other identity -> ``pending_conflict``;
+        * UNKNOWN, a failed inspection, or an observation of another id ->
+          ``pending_unknown`` (an owner failure is never read as absence);
+        * ABSENT and sealed: append ABORTED (no second seal) -> ``aborted``;
+        * ABSENT, not sealed: ``seal_absence()`` first; ``True``: append ABORTED
+          -> ``aborted``; ``False`` -> ``pending_stale``; an exception or any
+          other answer -> ``pending_unknown``.
+
+        Pending results write nothing.  The terminal event is appended inside the
+        fence, after the tombstone (S3).  Idempotent; of concurrent reconcilers
+        at most one appends the terminal event, the others report ``already_*``
+        (S5).  Raises :class:`UnknownTransactionError` for an id with no record.
         """
         txn = validate_transaction_id(transaction_id)
+        self._refuse_owner_call_under_lock("reconcile_reference")
         phase = self._phase_of(txn)
         if phase is not Phase.PREPARED:
             return self._already(txn, phase, None)
@@ -544,7 +592,14 @@ class ArtifactRetentionJournal:
     def reconcile_pending(
         self, owner: ArtifactReferenceOwner, *, now: float | None = None
     ) -> list[ReconciliationReport]:
-        """Reconcile the pending set as of the start of the call (later prepares wait)."""
+        """Reconcile the pending set as of the start of the call.
+
+        A lease prepared after the set was read is left for the next call.  A
+        session without a journal has nothing pending, and nothing is created.
+        """
+        self._refuse_owner_call_under_lock("reconcile_pending")
+        if not self.exists():
+            return []
         with self._locked():
             self._refresh()
             pending = list(self._fold.pending)
@@ -584,17 +639,25 @@ class ArtifactRetentionJournal:
                 and observation.content_sha256 == claim.content_sha256
             ):
                 return self._finish(
-                    txn, Phase.COMMITTED, now, generation,
-                    ReconcileStatus.COMMITTED, "owner holds the reference with this identity",
+                    txn,
+                    Phase.COMMITTED,
+                    now,
+                    generation,
+                    ReconcileStatus.COMMITTED,
+                    "owner holds the reference with this identity",
                 )
             return report(
                 ReconcileStatus.PENDING_CONFLICT, "owner holds a different identity for this id"
             )
         if state is ObservedState.ABSENT:
-            if observation.sealed:
+            if observation.sealed is True:
                 return self._finish(
-                    txn, Phase.ABORTED, now, generation,
-                    ReconcileStatus.ABORTED, "absence was already sealed",
+                    txn,
+                    Phase.ABORTED,
+                    now,
+                    generation,
+                    ReconcileStatus.ABORTED,
+                    "absence was already sealed",
                 )
             try:
                 sealed = observation.seal_absence()
@@ -602,12 +665,18 @@ class ArtifactRetentionJournal:
                 return report(
                     ReconcileStatus.PENDING_UNKNOWN, f"seal failed ({type(exc).__name__})"
                 )
-            if not sealed:
+            if sealed is False:
                 return report(ReconcileStatus.PENDING_STALE, "generation moved before the seal")
+            if sealed is not True:  # not a promise either way: the tombstone may exist
+                return report(ReconcileStatus.PENDING_UNKNOWN, "seal gave no True/False answer")
             self._fs.crash_point("reconcile.after_tombstone")
             return self._finish(
-                txn, Phase.ABORTED, now, generation,
-                ReconcileStatus.ABORTED, "absence sealed by tombstone",
+                txn,
+                Phase.ABORTED,
+                now,
+                generation,
+                ReconcileStatus.ABORTED,
+                "absence sealed by tombstone",
             )
         return report(ReconcileStatus.PENDING_UNKNOWN, "owner cannot tell")
 
@@ -675,10 +744,25 @@ class ArtifactRetentionJournal:
                 return
             with self._paths.session_lock(self._fs):
                 self._depth = 1
+                self._holder = threading.get_ident()
                 try:
                     yield
                 finally:
                     self._depth = 0
+                    self._holder = None
+
+    def _refuse_owner_call_under_lock(self, operation: str) -> None:
+        """The owner is never called while this thread holds the session lock.
+
+        Reconciliation takes the owner's fence and then the session lock; calling
+        the owner the other way round (inside :meth:`locked_state`) could deadlock
+        against a concurrent reconciler.
+        """
+        if self._holder == threading.get_ident():
+            raise UsageError(
+                f"{operation} calls the owner; never call it inside locked_state() "
+                "(the owner is called only without the session lock)"
+            )
 
     def _snapshot(self, now: float | None) -> Recovery:
         fold = self._fold
@@ -688,6 +772,7 @@ class ArtifactRetentionJournal:
             states=dict(fold.phases),
             transactions=dict(fold.intents),
             claims=aggregate_claims(leases),
+            claim_sources=_sources_by_digest(leases),
             claims_by_source=aggregate_claims(leases, key=lambda c: c.source_id),
             pending_transaction_ids=tuple(fold.pending),
             torn_tail=self._torn,
@@ -842,25 +927,31 @@ class ArtifactRetentionJournal:
         try:
             handle = fs.open_append(self._paths.journal)
             try:
+                # Only ever cut bytes that were seen and judged a torn tail (S6).
+                facts = fs.fstat(handle)
+                seen = fold.size + (0 if self._torn is None else self._torn.length)
+                if facts.size != seen or (
+                    not created and (facts.device, facts.inode) != self._identity
+                ):
+                    raise JournalCorruptError(
+                        fold.sequence + 1, "rewritten", "journal changed outside the session lock"
+                    )
                 if self._torn is not None:
                     fs.crash_point("journal.before_truncate")
                     fs.ftruncate(handle, fold.size)
                     fs.fsync(handle)
                     fs.crash_point("journal.after_truncate")
                     self._torn = None
-                facts = fs.fstat(handle)
-                if facts.size != fold.size or (
-                    not created and (facts.device, facts.inode) != self._identity
-                ):
-                    raise JournalCorruptError(
-                        fold.sequence + 1, "rewritten", "journal changed outside the session lock"
-                    )
                 fs.crash_point("journal.before_append")
                 fs.write(handle, line)
                 fs.crash_point("journal.before_fsync")
                 fs.fsync(handle)
-                if created:
+                if self._dir_synced_for != (facts.device, facts.inode):
+                    # The file's directory entry may not be durable yet: this object
+                    # may have created it, or the writer that did may have died
+                    # before its directory fsync.  Once per file and object.
                     fs.fsync_dir(self._paths.root)
+                    self._dir_synced_for = (facts.device, facts.inode)
                 fs.crash_point("journal.after_fsync")
             finally:
                 fs.close(handle)

@@ -26,7 +26,7 @@ import hashlib
 import json
 import math
 import re
-from typing import Any
+from typing import Any, TypeGuard
 
 import attrs
 
@@ -40,6 +40,7 @@ __all__ = [
     "Phase",
     "JournalRecord",
     "JournalCorruptError",
+    "CORRUPTION_REASONS",
     "canonical_json",
     "sha256_hex",
     "intent_digest",
@@ -81,13 +82,34 @@ class Phase(enum.StrEnum):
         return self.value
 
 
+#: Every ``JournalCorruptError.reason``: what a bad line (or file) did wrong.
+CORRUPTION_REASONS = frozenset(
+    {
+        "json",  # not JSON (or absurdly nested)
+        "schema",  # wrong keys, types, version or field values
+        "canonical",  # valid JSON, but not the canonical bytes
+        "hash",  # event_sha256 does not match the record
+        "intent",  # a PREPARED intent that is missing, invalid or misdigested
+        "sequence",  # not the next sequence number
+        "chain",  # previous_sha256 is not the previous record's hash
+        "session",  # a record of another session
+        "intent_rewrite",  # a later record names another intent digest
+        "illegal_transition",  # not in the transition table (S5)
+        "newline",  # a whole record followed by more bytes without a newline
+        "shrank",  # verified records were cut off
+        "rewritten",  # the file no longer extends what was verified before
+        "vanished",  # a verified journal is gone
+        "not_regular",  # the journal is not a regular file
+    }
+)
+
+
 class JournalCorruptError(CorruptStateError):
     """A complete journal line breaks the format or the protocol.
 
-    ``line_number`` is 1-based; ``reason`` is one short word from
-    ``json, schema, canonical, hash, intent, sequence, chain, session,
-    intent_rewrite, illegal_transition, newline, shrank, rewritten, vanished,
-    not_regular``.  The message never contains the journal's bytes or path.
+    ``line_number`` is 1-based; ``reason`` is one word of
+    :data:`CORRUPTION_REASONS`; ``detail`` is a short explanation.  The message
+    never contains the journal's bytes or path.
     """
 
     def __init__(self, line_number: int, reason: str, detail: str = "") -> None:
@@ -98,6 +120,9 @@ class JournalCorruptError(CorruptStateError):
         if detail:
             text += f" ({detail})"
         super().__init__(text)
+
+    def __reduce__(self) -> tuple[Any, ...]:  # picklable across processes
+        return (type(self), (self.line_number, self.reason, self.detail))
 
 
 def canonical_json(value: Any) -> bytes:
@@ -115,16 +140,26 @@ def intent_digest(claim: ArtifactRetentionClaim) -> str:
     return sha256_hex(canonical_json(claim.to_dict()))
 
 
+def _is_transaction_id(value: object) -> TypeGuard[str]:
+    if not isinstance(value, str) or not value or len(value) > MAX_TRANSACTION_ID_LEN:
+        return False
+    try:
+        value.encode("utf-8")  # a lone surrogate cannot be stored by any owner
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def validate_transaction_id(transaction_id: object) -> str:
-    """A transaction id is any non-empty string of at most 512 characters."""
-    if (
-        not isinstance(transaction_id, str)
-        or not transaction_id
-        or len(transaction_id) > MAX_TRANSACTION_ID_LEN
-    ):
+    """A transaction id is a non-empty string of at most 512 characters, valid Unicode.
+
+    Any character is allowed (U+2028, newlines, quotes: the journal escapes
+    them), except lone surrogates, which no owner could store as text.
+    """
+    if not _is_transaction_id(transaction_id):
         raise UsageError(
             f"transaction_id must be a non-empty string of at most "
-            f"{MAX_TRANSACTION_ID_LEN} characters"
+            f"{MAX_TRANSACTION_ID_LEN} characters, without lone surrogates"
         )
     return transaction_id
 
@@ -213,7 +248,7 @@ def parse_line(line: bytes, line_number: int) -> JournalRecord:
     """
     try:
         data = json.loads(line)
-    except (ValueError, UnicodeDecodeError) as exc:
+    except (ValueError, RecursionError) as exc:  # RecursionError: absurdly nested JSON
         raise JournalCorruptError(line_number, "json", type(exc).__name__) from None
     if not isinstance(data, dict) or set(data) != RECORD_KEYS:
         raise JournalCorruptError(line_number, "schema", "wrong keys")
@@ -226,9 +261,10 @@ def parse_line(line: bytes, line_number: int) -> JournalRecord:
     for key in ("previous_sha256", "intent_sha256", "event_sha256"):
         if not _hex64(data[key]):
             raise JournalCorruptError(line_number, "schema", key)
-    for key in ("session_id", "transaction_id"):
-        if not isinstance(data[key], str) or not data[key]:
-            raise JournalCorruptError(line_number, "schema", key)
+    if not isinstance(data["session_id"], str) or not data["session_id"]:
+        raise JournalCorruptError(line_number, "schema", "session_id")
+    if not _is_transaction_id(data["transaction_id"]):
+        raise JournalCorruptError(line_number, "schema", "transaction_id")
     try:
         phase = Phase(data["phase"])
     except ValueError:

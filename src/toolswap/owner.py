@@ -1,35 +1,75 @@
 """The owner protocol: the trusted Memory boundary (DESIGN section 6).
 
 An *owner* is the store (a Memory database, an object store, ...) where a thin
-reference to an artifact becomes visible.  The lease journal never trusts a
-single "not found": it reconciles a PREPARED lease only through a **fence**,
-an exclusive view of one transaction id in the owner itself.
+reference to an artifact becomes visible.  Adapters implement
+:class:`ArtifactReferenceOwner`, whose fences yield an
+:class:`OwnerObservation`.  The lease journal relies on the promises below and on nothing else; the
+conformance kit checks each one.  The journal never trusts a single "not
+found": it resolves a PREPARED lease only through a **fence**, an exclusive
+view of one transaction id inside the owner itself.
 
-Promises an adapter makes (the conformance kit checks each one):
+Terms
+-----
+* A reference is keyed by its **transaction id**, the journal's id for the
+  lease (stable: chosen before publication, reused by reconciliation).  Its
+  **identity** is the pair (``source_id``, full ``content_sha256``) of the claim
+  it was published with.
+* **Durable** means it survives a crash or restart of the owner's process,
+  host or store.
+* The **generation** of an id is an ``int`` or ``str`` that the owner changes
+  on every durable change of that id (publish, tombstone, removal) and never
+  reuses for that id.  The journal only compares generations for equality.
+* A **tombstone** is a durable record that an id must never hold a reference
+  again.
 
-O1 ``publish(transaction_id, claim)`` returns normally only once the reference
-   is durable and visible.  Publishing the same id with the same identity
-   again is a no-op (never a second reference).  A different identity under
-   an existing id raises :class:`OwnerConflictError` and writes nothing.
-O2 :class:`ArtifactPublicationRejected` means *definitely not written, and no
-   write is still in flight*.  It is the only such signal: every other
-   exception (timeouts, lost connections, ...) means "maybe written".
-O3 A tombstone (written by :meth:`OwnerObservation.seal_absence` or by
-   ``remove``) is durable when the call returns and refuses every later
-   ``publish`` of that id forever, with :class:`ArtifactPublicationRejected`.
-O4 ``remove(transaction_id)`` returns only once the reference is durably gone;
-   it leaves a tombstone (so a late replay cannot resurrect it) and is idempotent.
-O5 ``inspect_fenced(transaction_id)`` is a context manager.  For its whole
-   duration no ``publish``/``remove``/seal of that id by anyone else takes
-   effect.  It yields an :class:`OwnerObservation` of the *durable* state.
-O6 ``seal_absence()`` is a compare-and-set on the observed ``generation``: it
-   returns ``True`` when it wrote the tombstone (and advanced the generation),
-   ``False`` when the generation had moved (nothing written).  It may be called
-   only on an ABSENT, unsealed observation, inside its fence.
-O7 Observations, reports and errors carry no content, path or credential.
+Promises an adapter makes
+-------------------------
+O1 ``publish(transaction_id, claim)`` returns normally only once a reference
+   with the claim's identity is durable and visible to every later fence.
+   Publishing the identity an id already holds is a no-op that returns
+   normally (no second reference, generation unchanged).  Another identity
+   under an id that holds a reference raises :class:`OwnerConflictError` and
+   changes nothing.  The return value is opaque to the journal.
+O2 :class:`ArtifactPublicationRejected` from ``publish`` means *nothing was
+   written for that id by this call and nothing of it is still in flight*.  It
+   is the only such signal: every other exception (timeouts, lost
+   connections, ``OSError``, ``RuntimeError``, ...) means "maybe written, maybe
+   later", and the journal keeps the lease PREPARED.
+O3 A tombstone is durable when the call that wrote it returns.  It refuses
+   every later ``publish`` of that id, forever, with
+   :class:`ArtifactPublicationRejected`, writing nothing -- including a write
+   that was still in flight when the tombstone was made.
+O4 ``remove(transaction_id)`` returns normally only once no reference is
+   visible under the id and a tombstone for it is durable (so a late replay
+   cannot resurrect it).  It is idempotent; a never-seen id gets a tombstone.
+   An exception means "maybe removed".
+O5 ``inspect_fenced(transaction_id)`` returns a context manager.  Entering
+   may block.  For the whole block no ``publish``, ``remove`` or seal of that
+   id by any other caller (thread, process or host) takes effect; they wait
+   or fail, and act afterwards on the state the block left.  A fence may
+   cover more ids than one.  The block yields an :class:`OwnerObservation` of
+   the id's durable state at entry; the observation is valid only inside its
+   block.  An exception on entry means the owner cannot tell (the journal
+   reports ``pending_unknown``).  Inside the block the journal appends to its
+   own journal and calls nothing on the owner but ``seal_absence``.
+O6 ``seal_absence()`` is allowed only on an ABSENT, unsealed observation,
+   inside its block (otherwise :class:`~toolswap.errors.UsageError`, nothing
+   written).  It is a compare-and-set on the observed ``generation``: it
+   returns ``True`` only once the tombstone is durable and the generation has
+   advanced, and ``False`` when the id's generation is no longer the observed
+   one, in which case it writes nothing.  An exception means "maybe sealed".
+O7 Observations, return values, reports and error messages carry no artifact
+   content, file path or credential.
+O8 An observation's ``state`` is exactly one of :class:`ObservedState`:
+   PUBLISHED (``source_id`` and ``content_sha256`` are the durable identity),
+   ABSENT (no reference is visible, read from the authoritative store -- never
+   from a cache or a lagging replica; both identity fields are ``None``;
+   ``sealed`` is ``True`` exactly when a tombstone exists), or UNKNOWN (the
+   owner cannot answer with that certainty).  In doubt, answer UNKNOWN, never
+   ABSENT.  ``sealed`` is a real ``bool``.
 
-The caller's side: never call an owner while holding the session lock (the
-journal takes the owner's fence first and the session lock inside it).
+The caller's side: the journal never calls an owner while it holds the session
+lock; it takes the owner's fence first and the session lock inside it.
 """
 
 from __future__ import annotations
@@ -55,6 +95,7 @@ __all__ = [
     "ReconciliationReport",
     "owner_publisher",
     "owner_remover",
+    "require_sealable",
 ]
 
 Generation = int | str
@@ -62,19 +103,26 @@ Generation = int | str
 
 
 class ArtifactPublicationRejected(ToolswapError):
-    """The owner promises the reference was not written and never will be (O2).
+    """The owner promises this publish wrote nothing and nothing of it is in flight (O2).
 
     Raise it only from checks made before any write was attempted, or when a
-    tombstone refuses the id.  Never translate a timeout or an error message
-    into it: an uncertain write must stay uncertain.
+    tombstone refuses the id (O3).  Never translate a timeout, a lost
+    connection or an error message into it: an uncertain write must stay
+    uncertain.  ``publish_reference`` turns it, and only it, into ABORTED.
     """
 
 
 class OwnerConflictError(CorruptStateError):
-    """The owner already holds a different reference under this transaction id."""
+    """The owner already holds another identity under this transaction id (O1).
+
+    Nothing was changed.  The journal keeps the lease PREPARED; reconciliation
+    reports ``pending_conflict`` until a person resolves it.
+    """
 
 
 class ObservedState(enum.StrEnum):
+    """What an owner can say about one id (O8); anything else counts as UNKNOWN."""
+
     PUBLISHED = "PUBLISHED"
     ABSENT = "ABSENT"
     UNKNOWN = "UNKNOWN"
@@ -85,11 +133,16 @@ class ObservedState(enum.StrEnum):
 
 @runtime_checkable
 class OwnerObservation(Protocol):
-    """What an owner durably holds for one transaction id, seen inside its fence.
+    """What an owner durably holds for one transaction id, seen inside its fence (O5, O8).
 
-    ``source_id``/``content_sha256`` are set only when PUBLISHED.  ``sealed`` is
-    true when the absence is a tombstone.  ``generation`` advances on every
-    change of the id (publish, tombstone, removal).
+    * ``transaction_id``: the id that was inspected (another id is UNKNOWN).
+    * ``state``: PUBLISHED, ABSENT (authoritative) or UNKNOWN.
+    * ``source_id`` / ``content_sha256``: the durable identity when PUBLISHED,
+      else ``None``.
+    * ``generation``: the id's generation at entry to the fence.
+    * ``sealed``: ``True`` exactly when ABSENT because of a tombstone.
+
+    Valid only inside the ``inspect_fenced`` block that yielded it.
     """
 
     @property
@@ -111,26 +164,45 @@ class OwnerObservation(Protocol):
     def sealed(self) -> bool: ...
 
     def seal_absence(self) -> bool:
-        """Write a tombstone by CAS on :attr:`generation` (O6); False if it moved."""
+        """Tombstone the id by compare-and-set on :attr:`generation` (O6).
+
+        ``True``: the tombstone is durable and the generation advanced.
+        ``False``: the generation had moved; nothing was written.  Allowed only
+        on an ABSENT, unsealed observation inside its fence.
+        """
         ...
 
 
 @runtime_checkable
 class ArtifactReferenceOwner(Protocol):
-    """An owner adapter; see the module docstring for promises O1-O7."""
+    """An owner adapter; the module docstring states its promises O1-O8.
+
+    Three operations, all keyed by the journal's transaction id.  An adapter
+    says in its own docstring whether one object may be shared by threads.
+    """
 
     def publish(self, transaction_id: str, claim: ArtifactRetentionClaim) -> object:
-        """Make the reference durable and visible (O1); refuse a tombstoned id (O3)."""
+        """Return only once the reference is durable and visible (O1).
+
+        Same identity again: a no-op.  Another identity: :class:`OwnerConflictError`,
+        nothing changed.  A tombstoned id: :class:`ArtifactPublicationRejected`
+        (O3).  Any other exception: maybe written (O2).
+        """
         ...
 
     def remove(self, transaction_id: str) -> None:
-        """Durably remove the reference and leave a tombstone (O4)."""
+        """Return only once the reference is durably gone and a tombstone is durable (O4).
+
+        Idempotent.  An exception: maybe removed.
+        """
         ...
 
-    def inspect_fenced(
-        self, transaction_id: str
-    ) -> AbstractContextManager[OwnerObservation]:
-        """Exclude changes of this id while the block runs; yield the observation (O5)."""
+    def inspect_fenced(self, transaction_id: str) -> AbstractContextManager[OwnerObservation]:
+        """A fence over the id: no change of it by anyone takes effect while it is held (O5).
+
+        Yields the observation of the id's durable state at entry.  An exception
+        on entry means "cannot tell".
+        """
         ...
 
 
@@ -160,7 +232,11 @@ def owner_remover(owner: ArtifactReferenceOwner, transaction_id: str) -> Callabl
 
 
 def require_sealable(observation: OwnerObservation) -> None:
-    """Adapters call this at the top of ``seal_absence`` (O6's precondition)."""
+    """Adapters call this at the top of ``seal_absence``: O6's precondition on the state.
+
+    Raises :class:`~toolswap.errors.UsageError` unless the observation is
+    ABSENT and unsealed.  (Being inside the fence is the adapter's to check.)
+    """
     if observation.state is not ObservedState.ABSENT:
         raise UsageError(f"cannot seal a {observation.state.value} observation")
     if observation.sealed:

@@ -60,6 +60,22 @@ def test_verify_names_the_first_bad_line_and_exits_2(
     assert str(tmp_path) not in captured.err
 
 
+@pytest.mark.parametrize("json_flag", [[], ["--json"]], ids=["text", "json"])
+def test_show_on_a_bad_journal_exits_2_naming_the_line(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str], json_flag: list[str]
+) -> None:
+    session = _session(tmp_path)
+    _corrupt_line_two(session)
+    assert main(["journal", "show", "--session", str(session), *json_flag]) == 2
+    captured = capsys.readouterr()
+    if json_flag:
+        document = json.loads(captured.out)
+        assert (document["ok"], document["line"], document["reason"]) == (False, 2, "hash")
+    else:
+        assert captured.out == "" and captured.err.count("\n") == 1
+        assert "line 2: hash" in captured.err
+
+
 def test_verify_json_on_a_bad_journal(
     tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -121,3 +137,27 @@ def test_default_session_comes_from_the_environment(tmp_path: pathlib.Path) -> N
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("ok: 3 records")
+
+
+def test_verify_of_an_absurdly_nested_line_exits_2_naming_it(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    session = _session(tmp_path)
+    with open(session / "retention-leases.jsonl", "ab") as handle:
+        handle.write(b"[" * 100_000 + b"\n")
+    assert main(["journal", "verify", "--session", str(session)]) == 2
+    assert "line 4: json" in capsys.readouterr().err
+
+
+def test_show_json_names_every_artifact_behind_a_digest(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    session = tmp_path / "s1"
+    first = make_artifact(session, b"twin\n", 1)
+    second = make_artifact(session, b"twin\n", 2)
+    journal = ArtifactRetentionJournal(session)
+    journal.prepare(first, "a")
+    journal.prepare(second, "b")
+    assert main(["journal", "show", "--session", str(session), "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["claim_sources"] == {first.content_sha256: [first.source_id, second.source_id]}

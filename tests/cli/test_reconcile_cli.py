@@ -65,13 +65,35 @@ def test_a_missing_owner_database_is_an_error_not_an_absence(
     assert not (tmp_path / "typo.db").exists()
 
 
-@pytest.mark.parametrize("spec", ["postgres:db", "sqlite:", "memory.db"])
-def test_unsupported_owner_specs_are_refused(
+@pytest.mark.parametrize(
+    "spec", ["postgres:{db}", "sqlite:", "{db}", ":{db}", "SQLITE:{db}", "sqlite:{dir}"]
+)
+def test_bad_owner_specs_get_one_clear_line_and_exit_2(
     tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str], spec: str
 ) -> None:
+    session, db = _setup(tmp_path)  # the database exists: only the spec is wrong
+    before = (session / "retention-leases.jsonl").read_bytes()
+    argv = ["reconcile", "--owner", spec.format(db=db, dir=tmp_path), "--session", str(session)]
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.startswith("toolswap: error:") and captured.err.count("\n") == 1
+    assert "Traceback" not in captured.err
+    assert (session / "retention-leases.jsonl").read_bytes() == before
+
+
+def test_an_owner_file_that_is_not_a_database_is_an_error(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     session, _ = _setup(tmp_path)
-    assert main(["reconcile", "--owner", spec, "--session", str(session)]) == 2
-    assert capsys.readouterr().err.startswith("toolswap: error:")
+    notes = tmp_path / "notes.txt"
+    notes.write_bytes(b"plain text, not SQLite " * 50)
+    assert main(["reconcile", "--owner", f"sqlite:{notes}", "--session", str(session)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("toolswap: error:") and err.count("\n") == 1
+    assert str(tmp_path) not in err
+    states = ArtifactRetentionJournal(session).recover().states
+    assert set(states.values()) == {Phase.PREPARED}
 
 
 def test_reconcile_on_a_corrupt_journal_exits_2(
@@ -82,3 +104,13 @@ def test_reconcile_on_a_corrupt_journal_exits_2(
     path.write_bytes(b"garbage\n" + path.read_bytes())
     assert main(["reconcile", "--owner", f"sqlite:{db}", "--session", str(session)]) == 2
     assert "line 1: json" in capsys.readouterr().err
+
+
+def test_reconcile_without_a_journal_examines_nothing_and_creates_nothing(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, db = _setup(tmp_path)
+    missing = tmp_path / "typo-session"
+    assert main(["reconcile", "--owner", f"sqlite:{db}", "--session", str(missing)]) == 0
+    assert "0 pending lease(s) examined" in capsys.readouterr().out
+    assert not missing.exists()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import os
 import pathlib
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -69,8 +70,12 @@ def journal_with_records(session_dir: pathlib.Path, count: int) -> ArtifactReten
     return journal
 
 
-def prepare_many(session_dir: str, worker: int, count: int) -> None:
-    """Child-process body: ``count`` prepares by one worker (spawned, so top-level)."""
+def prepare_many(session_dir: str, worker: int, count: int, ready: Any, go: Any) -> None:
+    """Child-process body (spawned, so top-level): ``count`` prepares by one worker.
+
+    Two threads share the work, alternating between a journal object of their own
+    and one shared by the process's threads; all start when ``go`` is set.
+    """
     path = pathlib.Path(session_dir)
     content = b"shared artifact\n"
     digest = hashlib.sha256(content).hexdigest()
@@ -78,9 +83,30 @@ def prepare_many(session_dir: str, worker: int, count: int) -> None:
         source_id=format_source_id(path.name, artifact_filename(1), digest),
         content_sha256=digest,
     )
-    journal = ArtifactRetentionJournal(path)
-    for i in range(count):
-        journal.prepare(claim, f"w{worker}-{i}")
+    shared = ArtifactRetentionJournal(path)
+    errors: list[BaseException] = []
+
+    def work(indexes: range) -> None:
+        own = ArtifactRetentionJournal(path)
+        go.wait(60)
+        try:
+            for i in indexes:
+                (shared if i % 2 else own).prepare(claim, f"w{worker}-{i}")
+        except BaseException as exc:  # reported through the exit code
+            errors.append(exc)
+
+    half = count // 2
+    threads = [
+        threading.Thread(target=work, args=(range(0, half),)),
+        threading.Thread(target=work, args=(range(half, count),)),
+    ]
+    for thread in threads:
+        thread.start()
+    ready.set()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
 
 
 def sqlite_publish_many(db_path: str, worker: int, count: int, source_id: str, digest: str) -> None:
@@ -91,6 +117,34 @@ def sqlite_publish_many(db_path: str, worker: int, count: int, source_id: str, d
     with SQLiteOwner(db_path) as owner:
         for i in range(count):
             owner.publish(f"p{worker}-{i}", claim)
+
+
+def sqlite_publish_one(
+    db_path: str, transaction_id: str, source_id: str, digest: str, started: Any, result: Any
+) -> None:
+    """Child-process body: one publish into a SQLite owner; reports how it ended."""
+    from toolswap.owner import ArtifactPublicationRejected
+    from toolswap.owners.sqlite import SQLiteOwner
+
+    claim = ArtifactRetentionClaim(source_id=source_id, content_sha256=digest)
+    with SQLiteOwner(db_path) as owner:
+        started.set()
+        try:
+            owner.publish(transaction_id, claim)
+        except ArtifactPublicationRejected:
+            result.put("rejected")
+        else:
+            result.put("published")
+
+
+def reconcile_once(session_dir: str, db_path: str, transaction_id: str, go: Any) -> str:
+    """Child-process body: one reconciliation against a SQLite owner; returns the status."""
+    from toolswap.owners.sqlite import SQLiteOwner
+
+    journal = ArtifactRetentionJournal(session_dir)
+    with SQLiteOwner(db_path) as owner:
+        go.wait(60)
+        return journal.reconcile_reference(transaction_id, owner).status.value
 
 
 # -- owner wrappers that misbehave in one named way ---------------------------------
@@ -208,6 +262,7 @@ class OneFileFS:
         self.data = bytearray(data)
         self.exists = True
         self.syncs = 0
+        self.ops: list[str] = []  # "write", "ftruncate", "fsync" on the journal, in order
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._real, name)
@@ -216,8 +271,13 @@ class OneFileFS:
         from toolswap.fs import FileFacts
 
         return FileFacts(
-            size=len(self.data), mtime_ns=0, ctime_ns=0, device=1, inode=1,
-            uid=os.geteuid(), mode=0o100600,
+            size=len(self.data),
+            mtime_ns=0,
+            ctime_ns=0,
+            device=1,
+            inode=1,
+            uid=os.geteuid(),
+            mode=0o100600,
         )
 
     def lstat(self, path: str) -> Any:
@@ -247,18 +307,21 @@ class OneFileFS:
 
     def write(self, handle: int, data: bytes) -> None:
         if handle == self.HANDLE:
+            self.ops.append("write")
             self.data += data
         else:
             self._real.write(handle, data)
 
     def ftruncate(self, handle: int, size: int) -> None:
         if handle == self.HANDLE:
+            self.ops.append("ftruncate")
             del self.data[size:]
         else:
             self._real.ftruncate(handle, size)
 
     def fsync(self, handle: int) -> None:
         if handle == self.HANDLE:
+            self.ops.append("fsync")
             self.syncs += 1
         else:
             self._real.fsync(handle)

@@ -6,16 +6,22 @@ event, S6 append-only evidence, S1 via "PREPARED protects with no expiry".
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
 import pathlib
 import threading
-import time
 from typing import Any
 
 import pytest
 
-from toolswap.errors import ArtifactIntegrityError, ArtifactNotOwnedError, InvalidSourceId
+from toolswap.cleanup import ArtifactCleanupPolicy, plan_cleanup_from_journal
+from toolswap.errors import (
+    ArtifactIntegrityError,
+    ArtifactNotOwnedError,
+    InvalidSourceId,
+    UsageError,
+)
 from toolswap.fs import OsFileSystem
 from toolswap.journal import (
     ArtifactRetentionJournal,
@@ -29,6 +35,7 @@ from toolswap.journal import (
 )
 from toolswap.owner import ArtifactPublicationRejected, owner_publisher, owner_remover
 from toolswap.owners.memory import InMemoryOwner
+from toolswap.session import SessionPaths
 
 from ._journal_support import Clock, file_bytes, make_artifact, prepare_many
 
@@ -57,6 +64,22 @@ class RecordingFS(OsFileSystem):
 
     def crash_point(self, name: str) -> None:
         self.calls.append(name)
+
+
+class LockOrderFS(RecordingFS):
+    """Also logs taking and dropping the session lock, and every file opened for reading."""
+
+    def flock(self, handle: int, *, exclusive: bool = True) -> None:
+        super().flock(handle, exclusive=exclusive)
+        self.calls.append("flock")
+
+    def funlock(self, handle: int) -> None:
+        self.calls.append("funlock")
+        super().funlock(handle)
+
+    def open_read(self, path: str) -> int:
+        self.calls.append(f"open_read:{os.path.basename(path)}")
+        return super().open_read(path)
 
 
 class CountingReadFS(OsFileSystem):
@@ -88,14 +111,36 @@ def test_prepare_appends_one_durable_record(session: pathlib.Path) -> None:
     journal = ArtifactRetentionJournal(session, fs=fs, clock=Clock(42.0))
     txn = journal.prepare(claim, "t1")
     assert (txn.transaction_id, txn.phase, txn.claim, txn.sequence, txn.time) == (
-        "t1", Phase.PREPARED, claim, 1, 42.0,
+        "t1",
+        Phase.PREPARED,
+        claim,
+        1,
+        42.0,
     )
     assert journal.path == str(session / "retention-leases.jsonl")
     assert fs.calls == [
-        "journal.before_append", "write", "journal.before_fsync", "fsync", "fsync_dir",
+        "journal.before_append",
+        "write",
+        "journal.before_fsync",
+        "fsync",
+        "fsync_dir",
         "journal.after_fsync",
     ]
     assert journal.exists()
+
+
+def test_prepare_checks_the_artifact_and_appends_under_one_hold_of_the_session_lock(
+    session: pathlib.Path,
+) -> None:
+    claim = make_artifact(session)
+    fs = LockOrderFS()
+    ArtifactRetentionJournal(session, fs=fs).prepare(claim, "t1")
+    calls = fs.calls
+    assert calls.count("flock") == 1 and calls.count("funlock") == 1
+    held = calls[calls.index("flock") + 1 : calls.index("funlock")]
+    assert "open_read:tool_result_001.txt" in held, "the artifact is hashed under the lock"
+    assert "write" in held and "fsync" in held
+    assert held.index("open_read:tool_result_001.txt") < held.index("write")
 
 
 def test_prepare_refuses_a_missing_artifact(session: pathlib.Path) -> None:
@@ -155,6 +200,16 @@ def test_prepare_never_replays_an_id(session: pathlib.Path) -> None:
     with pytest.raises(TransactionExistsError):
         journal.prepare(claim, "t1")
     assert file_bytes(journal.path) == before
+
+
+@pytest.mark.parametrize("bad_id", ["", "x" * 513, "lone\ud800surrogate", 7])
+def test_prepare_refuses_an_unstorable_transaction_id_before_writing(
+    session: pathlib.Path, bad_id: Any
+) -> None:
+    claim = make_artifact(session)
+    with pytest.raises(UsageError):
+        ArtifactRetentionJournal(session).prepare(claim, bad_id)
+    assert not (session / "retention-leases.jsonl").exists()
 
 
 def test_prepare_generates_an_id_when_none_is_given(session: pathlib.Path) -> None:
@@ -220,10 +275,18 @@ def test_publish_reference_prepares_publishes_commits_in_order(session: pathlib.
     txn, value = journal.publish_reference(claim, publisher, transaction_id="t1")
     assert (txn.phase, value) == (Phase.COMMITTED, "receipt")
     assert seen == [Phase.PREPARED], "S2: PREPARED is durable before the publisher runs"
-    order = [c for c in fs.calls if c in {"fsync", "PUBLISH", "publish.after_prepared",
-                                          "publish.after_owner_write"}]
-    assert order == ["fsync", "publish.after_prepared", "PUBLISH",
-                     "publish.after_owner_write", "fsync"]
+    order = [
+        c
+        for c in fs.calls
+        if c in {"fsync", "PUBLISH", "publish.after_prepared", "publish.after_owner_write"}
+    ]
+    assert order == [
+        "fsync",
+        "publish.after_prepared",
+        "PUBLISH",
+        "publish.after_owner_write",
+        "fsync",
+    ]
 
 
 @pytest.mark.parametrize("phase", ["PREPARED", "COMMITTED", "ABORTED", "RELEASED"])
@@ -270,6 +333,28 @@ def test_publisher_error_leaves_prepared_which_survives_restart_and_protects(
     protected = rec.active_claims(now=10**12)[claim.content_sha256]
     assert protected.retain_until is None and protected.reference_count == 1
     assert rec.claims[claim.content_sha256].retain_until is None
+
+
+def test_a_lease_left_prepared_by_a_publisher_error_keeps_its_file_through_cleanup(
+    session: pathlib.Path,
+) -> None:
+    """S1 end to end: after the error and a restart, cleanup far in the future retains it."""
+    claim = make_artifact(session, retain_until=10.0)
+
+    def publisher() -> None:
+        raise TimeoutError("no answer")
+
+    with pytest.raises(TimeoutError):
+        ArtifactRetentionJournal(session).publish_reference(claim, publisher, transaction_id="t1")
+    paths = SessionPaths.at(session)
+    plan = plan_cleanup_from_journal(
+        paths,
+        ArtifactRetentionJournal(session),
+        policy=ArtifactCleanupPolicy(orphan_ttl_seconds=0, dry_run=False),
+        now=10.0**12,
+    )
+    assert plan.entry("tool_result_001.txt").status == "retained_referenced"
+    assert plan.planned == ()
 
 
 def test_rejection_aborts_and_is_reraised(session: pathlib.Path) -> None:
@@ -364,12 +449,32 @@ def test_claims_aggregate_by_digest_and_expire(session: pathlib.Path) -> None:
     active = rec.active_claims()  # at observed_at = 150
     assert set(active) == {a.content_sha256}
     assert (active[a.content_sha256].reference_count, active[a.content_sha256].retain_until) == (
-        1, 200.0,
+        1,
+        200.0,
     )
     assert set(rec.active_claims(now=40.0)) == {a.content_sha256, c.content_sha256}
     assert rec.active_claims(now=40.0)[a.content_sha256].reference_count == 3
     assert set(rec.active_claims_by_source(now=150.0)) == {b.source_id}
     assert rec.active_claims(now=250.0) == {}
+
+
+def test_claims_by_digest_name_every_artifact_behind_a_shared_digest(
+    session: pathlib.Path,
+) -> None:
+    """Two files with equal bytes: the digest summary keeps one representative source id,
+    so ``claim_sources`` and ``claims_by_source`` must still name both files."""
+    first = make_artifact(session, b"same\n", 1)
+    second = make_artifact(session, b"same\n", 2)
+    journal = ArtifactRetentionJournal(session)
+    journal.prepare(first, "a")
+    journal.prepare(second, "b")
+    journal.commit("b")
+    rec = journal.recover()
+    digest = first.content_sha256
+    assert rec.claims[digest].reference_count == 2
+    assert rec.claim_sources[digest] == (first.source_id, second.source_id)
+    assert set(rec.claims_by_source) == {first.source_id, second.source_id}
+    assert rec.to_dict()["claim_sources"] == {digest: [first.source_id, second.source_id]}
 
 
 def test_time_is_injectable(session: pathlib.Path) -> None:
@@ -395,7 +500,8 @@ def test_torn_tail_is_reported_then_durably_cut_before_the_next_append(
     fresh = ArtifactRetentionJournal(session, fs=fs)
     rec = fresh.recover()
     assert rec.torn_tail is not None and rec.torn_tail.to_dict() == {
-        "offset": len(good), "length": 19,
+        "offset": len(good),
+        "length": 19,
     }
     assert rec.record_count == 1
     fresh.commit("t1")
@@ -404,6 +510,43 @@ def test_torn_tail_is_reported_then_durably_cut_before_the_next_append(
     assert fs.calls[cut - 1] == "journal.before_truncate"
     after = ArtifactRetentionJournal(session).recover()
     assert after.torn_tail is None and after.states["t1"] is Phase.COMMITTED
+
+
+def test_a_fresh_object_fsyncs_the_directory_once_before_its_first_append_returns(
+    session: pathlib.Path,
+) -> None:
+    """S2: the writer that created the file may have died before its directory fsync."""
+    claim = make_artifact(session)
+    ArtifactRetentionJournal(session).prepare(claim, "t0")
+    fs = RecordingFS()
+    journal = ArtifactRetentionJournal(session, fs=fs)
+    journal.prepare(claim, "t1")
+    journal.prepare(claim, "t2")
+    assert fs.calls.count("fsync_dir") == 1
+    assert fs.calls.index("fsync_dir") < fs.calls.index("journal.after_fsync")
+
+
+class _OutsideWriterFS(OsFileSystem):
+    """Someone who ignores the session lock appends bytes just as an append opens the file."""
+
+    def open_append(self, path: str, mode: int = 0o600) -> int:
+        handle = super().open_append(path, mode)
+        if path.endswith("retention-leases.jsonl"):
+            os.write(handle, b"more")
+        return handle
+
+
+def test_a_torn_tail_that_changed_since_it_was_seen_is_not_cut(session: pathlib.Path) -> None:
+    """Truncation removes exactly the bytes judged torn, never bytes nobody has read (S6)."""
+    claim = make_artifact(session)
+    ArtifactRetentionJournal(session).prepare(claim, "t1")
+    with open(session / "retention-leases.jsonl", "ab") as handle:
+        handle.write(b'{"event')
+    before = file_bytes(session / "retention-leases.jsonl")
+    with pytest.raises(JournalCorruptError) as info:
+        ArtifactRetentionJournal(session, fs=_OutsideWriterFS()).commit("t1")
+    assert info.value.reason == "rewritten"
+    assert file_bytes(session / "retention-leases.jsonl") == before + b"more"
 
 
 def test_append_reads_only_new_bytes(session: pathlib.Path) -> None:
@@ -523,12 +666,43 @@ def test_locked_state_excludes_prepare_until_it_ends(session: pathlib.Path) -> N
     assert set(journal.recover().states) == {"t0", "t1"}
 
 
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda j, o, c: j.publish_reference(c, owner_publisher(o, "t2", c), transaction_id="t2"),
+        lambda j, o, c: j.remove_reference("t1", owner_remover(o, "t1")),
+        lambda j, o, c: j.reconcile_reference("t1", o),
+        lambda j, o, c: j.reconcile_pending(o),
+    ],
+    ids=["publish_reference", "remove_reference", "reconcile_reference", "reconcile_pending"],
+)
+def test_owner_calls_inside_locked_state_are_refused(session: pathlib.Path, call: Any) -> None:
+    """The lock order is owner fence, then session lock; the reverse could deadlock."""
+    claim = make_artifact(session)
+    owner = InMemoryOwner()
+    journal = ArtifactRetentionJournal(session)
+    journal.prepare(claim, "t1")
+    journal.commit("t1")
+    before = file_bytes(journal.path)
+    with journal.locked_state(), pytest.raises(UsageError, match="locked_state"):
+        call(journal, owner, claim)
+    assert file_bytes(journal.path) == before
+    with owner.inspect_fenced("t1") as seen:
+        assert (seen.state.value, seen.generation) == ("ABSENT", 0), "the owner was not called"
+    assert journal.reconcile_pending(owner) == []  # outside the block it works
+
+
 def _assert_one_chain(session: pathlib.Path, expected: set[str]) -> None:
+    """One unbroken chain: sequence 1..n, each previous_sha256 the last event hash."""
     rec = ArtifactRetentionJournal(session).recover()
     assert rec.record_count == len(expected)
     assert set(rec.states) == expected
-    data = file_bytes(session / "retention-leases.jsonl")
-    assert data.count(b"\n") == len(expected)
+    lines = file_bytes(session / "retention-leases.jsonl").split(b"\n")
+    assert lines.pop() == b""
+    records = [json.loads(line) for line in lines]
+    assert [r["sequence"] for r in records] == list(range(1, len(expected) + 1))
+    assert [r["previous_sha256"] for r in records[1:]] == [r["event_sha256"] for r in records[:-1]]
+    assert sorted(r["transaction_id"] for r in records) == sorted(expected)
 
 
 def test_threads_share_one_chain(session: pathlib.Path) -> None:
@@ -550,18 +724,23 @@ def test_threads_share_one_chain(session: pathlib.Path) -> None:
 
 @pytest.mark.slow
 def test_four_processes_fifty_prepares_each_make_one_chain(session: pathlib.Path) -> None:
+    """4 processes x 50 prepares (two threads each), released together: 200 records."""
     make_artifact(session, b"shared artifact\n")
     context = multiprocessing.get_context("spawn")
+    ready = [context.Event() for _ in range(4)]
+    go = context.Event()
     workers = [
-        context.Process(target=prepare_many, args=(str(session), w, 50)) for w in range(4)
+        context.Process(target=prepare_many, args=(str(session), w, 50, ready[w], go))
+        for w in range(4)
     ]
-    started = time.monotonic()
     for worker in workers:
         worker.start()
-    for worker in workers:
-        worker.join(120)
+    try:
+        assert all(event.wait(60) for event in ready), "a worker did not start"
+        go.set()
+    finally:
+        go.set()
+        for worker in workers:
+            worker.join(120)
     assert [w.exitcode for w in workers] == [0, 0, 0, 0]
-    assert time.monotonic() - started < 120
     _assert_one_chain(session, {f"w{w}-{i}" for w in range(4) for i in range(50)})
-    rec = ArtifactRetentionJournal(session).recover()
-    assert rec.record_count == 200

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import json
 import pathlib
+import pickle
 
 import pytest
 
 from toolswap.domain import ArtifactRetentionClaim
 from toolswap.journal import ArtifactRetentionJournal, JournalCorruptError, Phase
 from toolswap.journal_format import (
+    CORRUPTION_REASONS,
     GENESIS_SHA256,
     RECORD_KEYS,
     build_record,
@@ -75,8 +77,13 @@ def test_non_canonical_utf8_line_separator_is_corruption_not_a_split(
     session = tmp_path / "s1"
     claim = make_artifact(session)
     record = build_record(
-        sequence=1, previous_sha256=GENESIS_SHA256, session_id="s1",
-        transaction_id="x\u2028y", phase=Phase.PREPARED, time=1.0, claim=claim,
+        sequence=1,
+        previous_sha256=GENESIS_SHA256,
+        session_id="s1",
+        transaction_id="x\u2028y",
+        phase=Phase.PREPARED,
+        time=1.0,
+        claim=claim,
     )
     raw = json.dumps(record.to_dict(), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     (session / "retention-leases.jsonl").write_bytes(raw.encode() + b"\n")
@@ -100,8 +107,27 @@ def test_any_single_byte_flip_of_any_complete_line_raises(tmp_path: pathlib.Path
             with pytest.raises(JournalCorruptError) as info:
                 ArtifactRetentionJournal(session, fs=fs)
             assert info.value.line_number == _line_of(good, offset), (offset, mask)
+            assert info.value.reason in CORRUPTION_REASONS, (offset, mask)
     fs.data = bytearray(good)
     assert ArtifactRetentionJournal(session, fs=fs).recover().record_count == 20
+
+
+@pytest.mark.slow
+def test_any_byte_turned_into_a_newline_raises_at_its_line(tmp_path: pathlib.Path) -> None:
+    """The most structural single-byte change: a line split in two is still one bad line."""
+    session = tmp_path / "s1"
+    journal = journal_with_records(session, 20)
+    good = pathlib.Path(journal.path).read_bytes()
+    fs = OneFileFS(journal.path)
+    for offset in range(len(good)):
+        if good[offset] == 0x0A:
+            continue
+        bad = bytearray(good)
+        bad[offset] = 0x0A
+        fs.data = bad
+        with pytest.raises(JournalCorruptError) as info:
+            ArtifactRetentionJournal(session, fs=fs)
+        assert info.value.line_number == _line_of(good, offset), offset
 
 
 def test_byte_flips_on_the_real_disk_raise(tmp_path: pathlib.Path) -> None:
@@ -138,10 +164,13 @@ def test_truncation_at_every_offset_recovers_a_prefix_and_appends(tmp_path: path
             else:
                 assert rec.torn_tail is None
         assert fs.data == good[:cut], "recovery alone must not change the file"
+        fs.ops.clear()
         journal.prepare(claim, "after-cut")
-        again = ArtifactRetentionJournal(session, fs=fs).recover()
-        assert again.record_count == complete + 1 and again.torn_tail is None
-        assert again.states["after-cut"] is Phase.PREPARED
+        cut_first = ["ftruncate", "fsync"] if partial else []
+        assert fs.ops == [*cut_first, "write", "fsync"], "the tail is cut durably, then written"
+        with ArtifactRetentionJournal(session, fs=fs).locked_state() as again:  # verified at open
+            assert again.record_count == complete + 1 and again.torn_tail is None
+            assert again.states["after-cut"] is Phase.PREPARED
         assert fs.data.startswith(good[: cut - partial])
 
 
@@ -164,12 +193,22 @@ def _write_lines(session: pathlib.Path, *lines: bytes) -> None:
 
 def _two(base: ArtifactRetentionClaim, **second: object) -> tuple[bytes, bytes]:
     first = build_record(
-        sequence=1, previous_sha256=GENESIS_SHA256, session_id="s1",
-        transaction_id="t1", phase=Phase.PREPARED, time=1.0, claim=base,
+        sequence=1,
+        previous_sha256=GENESIS_SHA256,
+        session_id="s1",
+        transaction_id="t1",
+        phase=Phase.PREPARED,
+        time=1.0,
+        claim=base,
     )
     fields: dict[str, object] = {
-        "sequence": 2, "previous_sha256": first.event_sha256, "session_id": "s1",
-        "transaction_id": "t1", "phase": Phase.COMMITTED, "time": 2.0, "claim": base,
+        "sequence": 2,
+        "previous_sha256": first.event_sha256,
+        "session_id": "s1",
+        "transaction_id": "t1",
+        "phase": Phase.COMMITTED,
+        "time": 2.0,
+        "claim": base,
     }
     fields.update(second)
     return encode_record(first), encode_record(build_record(**fields))  # type: ignore[arg-type]
@@ -215,8 +254,13 @@ def test_second_terminal_event_is_corruption(tmp_path: pathlib.Path) -> None:
     claim = make_artifact(session)
     first, second = _two(claim)
     third = build_record(
-        sequence=3, previous_sha256=json.loads(second)["event_sha256"], session_id="s1",
-        transaction_id="t1", phase=Phase.ABORTED, time=3.0, claim=claim,
+        sequence=3,
+        previous_sha256=json.loads(second)["event_sha256"],
+        session_id="s1",
+        transaction_id="t1",
+        phase=Phase.ABORTED,
+        time=3.0,
+        claim=claim,
     )
     _write_lines(session, first, second, encode_record(third))
     with pytest.raises(JournalCorruptError) as info:
@@ -306,11 +350,58 @@ def test_whole_record_missing_only_its_newline_is_a_torn_tail(tmp_path: pathlib.
 
 def test_parse_line_round_trips_a_built_record() -> None:
     claim = ArtifactRetentionClaim(
-        source_id="artifact:s1:tool_result_001.txt:" + "a" * 12, content_sha256="a" * 64,
+        source_id="artifact:s1:tool_result_001.txt:" + "a" * 12,
+        content_sha256="a" * 64,
         retain_until=12.5,
     )
     record = build_record(
-        sequence=1, previous_sha256=GENESIS_SHA256, session_id="s1", transaction_id="t",
-        phase=Phase.PREPARED, time=Clock()(), claim=claim,
+        sequence=1,
+        previous_sha256=GENESIS_SHA256,
+        session_id="s1",
+        transaction_id="t",
+        phase=Phase.PREPARED,
+        time=Clock()(),
+        claim=claim,
     )
     assert parse_line(encode_record(record)[:-1], 1) == record
+
+
+@pytest.mark.parametrize("where", ["complete_line", "torn_tail"])
+def test_absurdly_nested_json_is_corruption_or_a_torn_tail_never_a_crash(
+    tmp_path: pathlib.Path, where: str
+) -> None:
+    """json raises RecursionError (not ValueError) on deep nesting: still a typed answer."""
+    session = tmp_path / "s1"
+    claim = make_artifact(session)
+    first, _ = _two(claim)
+    nested = b"[" * 100_000
+    _write_lines(session, first, nested + (b"\n" if where == "complete_line" else b""))
+    if where == "complete_line":
+        with pytest.raises(JournalCorruptError) as info:
+            ArtifactRetentionJournal(session)
+        assert (info.value.line_number, info.value.reason) == (2, "json")
+    else:
+        rec = ArtifactRetentionJournal(session).recover()
+        assert rec.record_count == 1 and rec.torn_tail is not None
+
+
+@pytest.mark.parametrize("bad_id", ["x" * 513, "lone\ud800surrogate"])
+def test_a_record_with_an_impossible_transaction_id_is_corruption(
+    tmp_path: pathlib.Path, bad_id: str
+) -> None:
+    """Ids the journal would never write (too long, not valid Unicode) do not parse either."""
+    session = tmp_path / "s1"
+    claim = make_artifact(session)
+    record = json.loads(_two(claim)[0])
+    record["transaction_id"] = bad_id
+    body = {k: v for k, v in record.items() if k != "event_sha256"}
+    record["event_sha256"] = sha256_hex(canonical_json(body))
+    _write_lines(session, canonical_json(record) + b"\n")
+    with pytest.raises(JournalCorruptError) as info:
+        ArtifactRetentionJournal(session)
+    assert (info.value.line_number, info.value.reason) == (1, "schema")
+
+
+def test_corruption_errors_survive_pickling_for_process_pools() -> None:
+    error = pickle.loads(pickle.dumps(JournalCorruptError(7, "chain", "previous_sha256")))
+    assert (error.line_number, error.reason, error.detail) == (7, "chain", "previous_sha256")

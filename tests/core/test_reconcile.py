@@ -7,11 +7,15 @@ no path, content or credential.
 from __future__ import annotations
 
 import json
+import multiprocessing
 import pathlib
+import sqlite3
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
+import attrs
 import pytest
 
 from toolswap.fs import OsFileSystem
@@ -33,6 +37,7 @@ from ._journal_support import (
     UnknownOwner,
     file_bytes,
     make_artifact,
+    reconcile_once,
 )
 
 
@@ -87,11 +92,19 @@ def test_row_published_matching_identity_commits(session: pathlib.Path, owner: A
     assert journal.recover().states["t1"] is Phase.COMMITTED
 
 
+@pytest.mark.parametrize("differs", ["source_and_digest", "source_only", "digest_only"])
 def test_row_published_with_another_identity_stays_pending(
-    session: pathlib.Path, owner: Any
+    session: pathlib.Path, owner: Any, differs: str
 ) -> None:
+    """Both halves of the identity must match: either one differing is a conflict."""
     claim = make_artifact(session, b"one\n", 1)
-    other = make_artifact(session, b"two\n", 2)
+    if differs == "source_and_digest":
+        other = make_artifact(session, b"two\n", 2)
+    elif differs == "source_only":  # a twin file with equal bytes
+        other = make_artifact(session, b"one\n", 2)
+    else:  # the same source id (same 12-hex prefix), another full digest
+        flipped = "0" if claim.content_sha256[-1] != "0" else "1"
+        other = attrs.evolve(claim, content_sha256=claim.content_sha256[:-1] + flipped)
     journal = ArtifactRetentionJournal(session)
     journal.prepare(claim, "t1")
     owner.publish("t1", other)
@@ -237,20 +250,46 @@ def test_reconcile_pending_handles_each_pending_lease_once(
 def test_reports_carry_no_path_content_or_credential(
     session: pathlib.Path, owner: Any, tmp_path: pathlib.Path
 ) -> None:
+    """Every status a report can have (pending ones first, then terminal and already_*)."""
     content = b"SECRET-CONTENT password=hunter2\n"
     claim = make_artifact(session, content)
+    twin = make_artifact(session, content, 2)
     journal = ArtifactRetentionJournal(session)
-    journal.prepare(claim, "t1")
-    journal.prepare(claim, "t2")
-    owner.publish("t2", claim)
-    for report in journal.reconcile_pending(owner) + journal.reconcile_pending(
-        BrokenInspectOwner(owner)
-    ):
+    for txn in ("absent", "published", "conflict", "done"):
+        journal.prepare(claim, txn)
+    journal.commit("done")
+    owner.publish("published", claim)
+    owner.publish("conflict", twin)
+    reports = []
+    for flaky in (BrokenInspectOwner, UnknownOwner, StaleOwner):
+        reports += journal.reconcile_pending(flaky(owner))
+    reports += journal.reconcile_pending(owner)
+    reports.append(journal.reconcile_reference("done", owner))
+    statuses = {r.status.value for r in reports}
+    assert statuses == {
+        "pending_unknown",
+        "pending_stale",
+        "pending_conflict",
+        "committed",
+        "aborted",
+        "already_committed",
+    }
+    for report in reports:
         data = report.to_dict()
         assert set(data) == {"transaction_id", "status", "reason", "generation"}
         text = json.dumps(data)
         assert str(tmp_path) not in text and "tool_result" not in text
-        assert "SECRET" not in text and "hunter2" not in text
+        assert "SECRET" not in text and "hunter2" not in text and claim.content_sha256 not in text
+
+
+def test_unknown_is_never_sealed_even_by_a_permissive_adapter(session: pathlib.Path) -> None:
+    """UNKNOWN is not ABSENT: the journal itself never asks for a seal (S1, S3)."""
+    journal = ArtifactRetentionJournal(session)
+    journal.prepare(make_artifact(session), "t1")
+    permissive = _OddAnswers(state=ObservedState.UNKNOWN, seal_answer=True)
+    assert journal.reconcile_reference("t1", permissive).status is ReconcileStatus.PENDING_UNKNOWN
+    assert permissive.seals == 0
+    assert journal.recover().states["t1"] is Phase.PREPARED
 
 
 @pytest.mark.parametrize("absent", [True, False])
@@ -300,3 +339,134 @@ def test_sealed_tombstone_refuses_publish_after_sqlite_reopen(
             reopened.publish("t1", claim)
         with reopened.inspect_fenced("t1") as seen:
             assert seen.sealed is True
+
+
+class _OddAnswers:
+    """A sloppy adapter: no precondition checks in ``seal_absence``, and ``sealed`` or
+    the seal's answer may be something other than a real bool (bending O6/O8)."""
+
+    def __init__(
+        self, *, sealed: Any = False, seal_answer: Any = True, state: Any = ObservedState.ABSENT
+    ) -> None:
+        self.state = state
+        self.sealed = sealed
+        self.seal_answer = seal_answer
+        self.seals = 0
+
+    def publish(self, transaction_id: str, claim: Any) -> None:
+        raise AssertionError("not used")
+
+    def remove(self, transaction_id: str) -> None:
+        raise AssertionError("not used")
+
+    @contextmanager
+    def inspect_fenced(self, transaction_id: str) -> Iterator[Any]:
+        outer = self
+
+        class Observation:
+            state = outer.state
+            source_id = None
+            content_sha256 = None
+            generation = 3
+            sealed = outer.sealed
+
+            def __init__(self) -> None:
+                self.transaction_id = transaction_id
+
+            def seal_absence(self) -> Any:
+                outer.seals += 1
+                return outer.seal_answer
+
+        yield Observation()
+
+
+@pytest.mark.parametrize("answer", [None, 1, "yes"])
+def test_a_seal_answer_that_is_not_true_or_false_stays_pending(
+    session: pathlib.Path, answer: Any
+) -> None:
+    journal = ArtifactRetentionJournal(session)
+    journal.prepare(make_artifact(session), "t1")
+    before = file_bytes(journal.path)
+    odd = _OddAnswers(seal_answer=answer)
+    assert journal.reconcile_reference("t1", odd).status is ReconcileStatus.PENDING_UNKNOWN
+    assert odd.seals == 1 and file_bytes(journal.path) == before
+
+
+@pytest.mark.parametrize("sealed", [1, "yes"])
+def test_a_sealed_flag_that_is_not_a_bool_is_not_trusted(
+    session: pathlib.Path, sealed: Any
+) -> None:
+    """Only ``sealed is True`` skips the seal; anything else must be sealed first."""
+    journal = ArtifactRetentionJournal(session)
+    journal.prepare(make_artifact(session), "t1")
+    odd = _OddAnswers(sealed=sealed, seal_answer=False)
+    assert journal.reconcile_reference("t1", odd).status is ReconcileStatus.PENDING_STALE
+    assert odd.seals == 1 and journal.recover().states["t1"] is Phase.PREPARED
+
+
+def test_reconcile_pending_leaves_a_lease_prepared_during_the_call_for_later(
+    session: pathlib.Path, owner: Any
+) -> None:
+    claim = make_artifact(session)
+    journal = ArtifactRetentionJournal(session)
+    journal.prepare(claim, "early")
+
+    class PrepareWhileInspecting:
+        def publish(self, transaction_id: str, c: Any) -> object:
+            return owner.publish(transaction_id, c)
+
+        def remove(self, transaction_id: str) -> None:
+            owner.remove(transaction_id)
+
+        @contextmanager
+        def inspect_fenced(self, transaction_id: str) -> Iterator[Any]:
+            ArtifactRetentionJournal(session).prepare(claim, "late")
+            with owner.inspect_fenced(transaction_id) as seen:
+                yield seen
+
+    reports = journal.reconcile_pending(PrepareWhileInspecting())
+    assert [r.transaction_id for r in reports] == ["early"]
+    assert journal.recover().pending_transaction_ids == ("late",)
+
+
+def test_a_locked_sqlite_owner_is_pending_unknown_and_writes_nothing(
+    session: pathlib.Path, tmp_path: pathlib.Path
+) -> None:
+    db = tmp_path / "owner.db"
+    SQLiteOwner(db).close()
+    journal = ArtifactRetentionJournal(session)
+    journal.prepare(make_artifact(session), "t1")
+    before = file_bytes(journal.path)
+    outsider = sqlite3.connect(db, isolation_level=None)
+    outsider.execute("BEGIN IMMEDIATE")
+    try:
+        with SQLiteOwner(db, timeout=0.05) as busy:
+            report = journal.reconcile_reference("t1", busy)
+    finally:
+        outsider.execute("ROLLBACK")
+        outsider.close()
+    assert report.status is ReconcileStatus.PENDING_UNKNOWN
+    assert "OwnerStoreError" in report.reason and str(tmp_path) not in report.reason
+    assert file_bytes(journal.path) == before
+
+
+@pytest.mark.slow
+def test_reconcilers_in_several_processes_write_one_terminal_event(
+    session: pathlib.Path, tmp_path: pathlib.Path
+) -> None:
+    """S5 across processes on one SQLite file and one journal."""
+    db = tmp_path / "owner.db"
+    SQLiteOwner(db).close()
+    ArtifactRetentionJournal(session).prepare(make_artifact(session), "t1")
+    context = multiprocessing.get_context("spawn")
+    manager = context.Manager()
+    go = manager.Event()
+    with context.Pool(3) as pool:
+        pending = [
+            pool.apply_async(reconcile_once, (str(session), str(db), "t1", go)) for _ in range(3)
+        ]
+        go.set()
+        statuses = sorted(p.get(timeout=120) for p in pending)
+    manager.shutdown()
+    assert statuses == ["aborted", "already_aborted", "already_aborted"]
+    assert _terminal_count(session, "t1") == 1

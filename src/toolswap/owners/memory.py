@@ -2,9 +2,11 @@
 
 It keeps one row per transaction id in a dict.  The fence is a per-id lock
 held for the whole ``inspect_fenced`` block; every publish/remove of that id
-takes the same lock, so nothing about the id changes while the journal decides.
-``generation`` starts at 0 (never seen) and advances on every change.  It is
-thread-safe; it is not durable, so it models an owner that never crashes.
+takes the same lock, so nothing about the id changes while the journal decides
+(the lock is not re-entrant: do not call the owner from inside its own fence).
+``generation`` starts at 0 (never seen) and advances on every change; a
+tombstone is final.  One object may be shared by any number of threads.  It is
+not durable, so it models an owner that never crashes.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Literal
 import attrs
 
 from ..domain import ArtifactRetentionClaim
+from ..errors import UsageError
 from ..journal_format import validate_transaction_id
 from ..owner import (
     ArtifactPublicationRejected,
@@ -36,6 +39,15 @@ class _Row:
     generation: int
 
 
+class _Fence:
+    """One ``inspect_fenced`` block; its observation may seal only while it is open."""
+
+    __slots__ = ("open",)
+
+    def __init__(self) -> None:
+        self.open = True
+
+
 @attrs.frozen(kw_only=True)
 class MemoryObservation:
     """An observation of :class:`InMemoryOwner`; see :class:`toolswap.owner.OwnerObservation`."""
@@ -47,9 +59,12 @@ class MemoryObservation:
     generation: int
     sealed: bool
     _owner: InMemoryOwner = attrs.field(repr=False, eq=False, alias="owner")
+    _fence: _Fence = attrs.field(repr=False, eq=False, alias="fence")
 
     def seal_absence(self) -> bool:
         require_sealable(self)
+        if not self._fence.open:
+            raise UsageError("seal_absence is allowed only inside its inspect_fenced block")
         return self._owner._cas_tombstone(self.transaction_id, self.generation)
 
 
@@ -94,23 +109,29 @@ class InMemoryOwner:
     def inspect_fenced(self, transaction_id: str) -> Iterator[MemoryObservation]:
         txn = validate_transaction_id(transaction_id)
         with self._fence(txn):
+            fence = _Fence()
             row = self._rows.get(txn)
-            if row is None:
-                yield MemoryObservation(
-                    transaction_id=txn, state=ObservedState.ABSENT, source_id=None,
-                    content_sha256=None, generation=0, sealed=False, owner=self,
-                )
-            elif row.kind == "tombstone":
-                yield MemoryObservation(
-                    transaction_id=txn, state=ObservedState.ABSENT, source_id=None,
-                    content_sha256=None, generation=row.generation, sealed=True, owner=self,
-                )
+            if row is None or row.kind == "tombstone":
+                state, source_id, digest = ObservedState.ABSENT, None, None
             else:
-                yield MemoryObservation(
-                    transaction_id=txn, state=ObservedState.PUBLISHED, source_id=row.source_id,
-                    content_sha256=row.content_sha256, generation=row.generation,
-                    sealed=False, owner=self,
+                state, source_id, digest = (
+                    ObservedState.PUBLISHED,
+                    row.source_id,
+                    row.content_sha256,
                 )
+            try:
+                yield MemoryObservation(
+                    transaction_id=txn,
+                    state=state,
+                    source_id=source_id,
+                    content_sha256=digest,
+                    generation=0 if row is None else row.generation,
+                    sealed=row is not None and row.kind == "tombstone",
+                    owner=self,
+                    fence=fence,
+                )
+            finally:
+                fence.open = False
 
     def generation(self, transaction_id: str) -> int:
         """The current generation of an id (0 if never seen); for tests and audits."""
@@ -119,9 +140,10 @@ class InMemoryOwner:
 
     # Called only from inside the fence of ``transaction_id``.
     def _cas_tombstone(self, transaction_id: str, observed: int) -> bool:
+        """Tombstone if the id is still at ``observed``; never over a visible reference."""
         row = self._rows.get(transaction_id)
         current = 0 if row is None else row.generation
-        if current != observed:
+        if current != observed or (row is not None and row.kind == "published"):
             return False
         self._write_tombstone(transaction_id, current)
         return True

@@ -8,16 +8,22 @@ Mapping of the owner promises (see :mod:`toolswap.owner`) onto SQLite:
   database's write lock; no other connection (thread or process) can publish,
   remove or seal anything until the block ends.  (The fence is database-wide,
   which is coarse but exactly linearizable.)
-* Tombstone: a conditional ``UPDATE ... WHERE generation = ?`` (or an
-  ``INSERT`` for a never-seen id) inside the fence, committed at once so it is
-  durable before the journal appends ABORTED (S3); the write lock is then
-  taken again for the rest of the block.  A tombstoned id refuses ``publish``
-  with :class:`~toolswap.owner.ArtifactPublicationRejected`, forever.
+* Tombstone: a compare-and-set on the observed generation inside the fence:
+  ``UPDATE ... WHERE transaction_id = ? AND generation = ?`` for a known row,
+  ``INSERT OR IGNORE`` for a never-seen id (generation 0, so the CAS fails if
+  any row appeared).  It is committed at once, so it is durable before the
+  journal appends ABORTED (S3); the write lock is then taken again for the
+  rest of the block.  (In the short gap the id cannot change: a tombstone is
+  final.)  A tombstoned id refuses ``publish`` with
+  :class:`~toolswap.owner.ArtifactPublicationRejected`, forever.
 * Stable publication id: the transaction id is the primary key.
+* Errors of the database are :class:`~toolswap.errors.OwnerStoreError`
+  (``__cause__`` holds the ``sqlite3`` error): "maybe done", never "not written".
 
-Each thread uses its own connection; several processes may share one file.
-The database is the owner's store, not session evidence, so it is not routed
-through the toolswap file-system seam.
+Each thread (and each process) uses its own connection, so one object may be
+shared by threads; several processes may share one file.  The database is the
+owner's store, not session evidence, so it is not routed through the toolswap
+file-system seam.
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ from contextlib import contextmanager
 import attrs
 
 from ..domain import ArtifactRetentionClaim
-from ..errors import EnvironmentFailure, UsageError
+from ..errors import OwnerStoreError, UsageError
 from ..journal_format import validate_transaction_id
 from ..owner import (
     ArtifactPublicationRejected,
@@ -56,6 +62,33 @@ CREATE TABLE IF NOT EXISTS {TABLE} (
 """
 
 
+class _Fence:
+    """One ``inspect_fenced`` block; its observation may seal only while it is open."""
+
+    __slots__ = ("open",)
+
+    def __init__(self) -> None:
+        self.open = True
+
+
+@contextmanager
+def _store_errors(doing: str) -> Iterator[None]:
+    """Turn a ``sqlite3`` error into :class:`OwnerStoreError` (no path, no SQL)."""
+    try:
+        yield
+    except sqlite3.Error as exc:
+        raise OwnerStoreError(
+            f"SQLite owner: {doing} failed ({type(exc).__name__}: {_sqlite_reason(exc)})"
+        ) from exc
+
+
+def _sqlite_reason(exc: sqlite3.Error) -> str:
+    # sqlite3 messages name the failure ("database is locked", "disk I/O error"),
+    # never a file name; keep a fixed, short form anyway.
+    name = getattr(exc, "sqlite_errorname", None)
+    return str(name) if name else "sqlite error"
+
+
 @attrs.frozen(kw_only=True)
 class SQLiteObservation:
     """An observation of :class:`SQLiteOwner`, valid inside its fence only."""
@@ -67,27 +100,32 @@ class SQLiteObservation:
     generation: int
     sealed: bool
     _connection: sqlite3.Connection = attrs.field(repr=False, eq=False, alias="connection")
+    _fence: _Fence = attrs.field(repr=False, eq=False, alias="fence")
 
     def seal_absence(self) -> bool:
         require_sealable(self)
         conn = self._connection
-        if self.generation == 0:
-            cursor = conn.execute(
-                f"INSERT OR IGNORE INTO {TABLE} (transaction_id, kind, generation) "
-                "VALUES (?, 'tombstone', 1)",
-                (self.transaction_id,),
-            )
-        else:
-            cursor = conn.execute(
-                f"UPDATE {TABLE} SET kind = 'tombstone', source_id = NULL, "
-                "content_sha256 = NULL, reference_count = NULL, generation = generation + 1 "
-                "WHERE transaction_id = ? AND generation = ?",
-                (self.transaction_id, self.generation),
-            )
-        if cursor.rowcount != 1:
-            return False
-        conn.execute("COMMIT")  # durable now (S3); then take the fence again
-        conn.execute("BEGIN IMMEDIATE")
+        if not self._fence.open or not conn.in_transaction:
+            raise UsageError("seal_absence is allowed only inside its inspect_fenced block")
+        with _store_errors("sealing an absence"):
+            if self.generation == 0:
+                cursor = conn.execute(
+                    f"INSERT OR IGNORE INTO {TABLE} (transaction_id, kind, generation) "
+                    "VALUES (?, 'tombstone', 1)",
+                    (self.transaction_id,),
+                )
+            else:  # never tombstones a visible reference, whatever the observation says
+                cursor = conn.execute(
+                    f"UPDATE {TABLE} SET kind = 'tombstone', source_id = NULL, "
+                    "content_sha256 = NULL, reference_count = NULL, "
+                    "generation = generation + 1 "
+                    "WHERE transaction_id = ? AND generation = ? AND kind <> 'published'",
+                    (self.transaction_id, self.generation),
+                )
+            if cursor.rowcount != 1:
+                return False
+            conn.execute("COMMIT")  # durable now (S3); then take the fence again
+            conn.execute("BEGIN IMMEDIATE")
         return True
 
 
@@ -102,28 +140,36 @@ class SQLiteOwner:
         timeout: float = 30.0,
     ) -> None:
         self._path = os.fspath(path)
+        if self._path in {"", ":memory:"}:  # a private, per-connection database
+            raise UsageError("the SQLite owner needs a database file path (it must be durable)")
         self._timeout = timeout
         self._local = threading.local()
         self._all: list[sqlite3.Connection] = []
         self._guard = threading.Lock()
         if not create and not os.path.isfile(self._path):
-            raise UsageError("the SQLite owner database does not exist")
+            raise UsageError("the SQLite owner database does not exist (or is not a regular file)")
         conn = self._connection()
-        if create:
-            conn.execute(_SCHEMA)
-        else:
-            row = conn.execute(
-                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (TABLE,)
-            ).fetchone()
+        try:
+            with _store_errors("opening the database"):
+                if create:
+                    conn.execute(_SCHEMA)
+                    return
+                row = conn.execute(
+                    "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (TABLE,)
+                ).fetchone()
             if row is None:
                 raise UsageError(f"the SQLite database has no {TABLE} table")
+        except BaseException:
+            self.close()
+            raise
 
     # -- connections ----------------------------------------------------------
 
     def _connection(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
-        if conn is not None:
+        if conn is not None and getattr(self._local, "pid", None) == os.getpid():
             return conn
+        conn = None  # never use a connection inherited over fork()
         try:
             conn = sqlite3.connect(
                 self._path, timeout=self._timeout, isolation_level=None, check_same_thread=False
@@ -134,10 +180,13 @@ class SQLiteOwner:
             conn.execute("PRAGMA synchronous=FULL")
             conn.execute(f"PRAGMA busy_timeout={int(self._timeout * 1000)}")
         except sqlite3.Error as exc:
-            raise EnvironmentFailure(
-                f"cannot open the SQLite owner ({type(exc).__name__})"
+            if conn is not None:
+                conn.close()
+            raise OwnerStoreError(
+                f"cannot open the SQLite owner ({type(exc).__name__}: {_sqlite_reason(exc)})"
             ) from exc
         self._local.conn = conn
+        self._local.pid = os.getpid()
         with self._guard:
             self._all.append(conn)
         return conn
@@ -157,21 +206,24 @@ class SQLiteOwner:
         self.close()
 
     @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
+    def _transaction(self, doing: str) -> Iterator[sqlite3.Connection]:
+        """``BEGIN IMMEDIATE`` (the database's write lock) ... ``COMMIT``; rollback on error."""
         conn = self._connection()
-        conn.execute("BEGIN IMMEDIATE")
+        with _store_errors(doing):
+            conn.execute("BEGIN IMMEDIATE")
         try:
-            yield conn
+            with _store_errors(doing):
+                yield conn
         except BaseException:
             if conn.in_transaction:
-                conn.execute("ROLLBACK")
+                with _store_errors(f"rolling back {doing}"):
+                    conn.execute("ROLLBACK")
             raise
-        conn.execute("COMMIT")
+        with _store_errors(doing):
+            conn.execute("COMMIT")
 
     @staticmethod
-    def _row(
-        conn: sqlite3.Connection, txn: str
-    ) -> tuple[str, str | None, str | None, int] | None:
+    def _row(conn: sqlite3.Connection, txn: str) -> tuple[str, str | None, str | None, int] | None:
         row = conn.execute(
             f"SELECT kind, source_id, content_sha256, generation FROM {TABLE} "
             "WHERE transaction_id = ?",
@@ -185,7 +237,7 @@ class SQLiteOwner:
 
     def publish(self, transaction_id: str, claim: ArtifactRetentionClaim) -> None:
         txn = validate_transaction_id(transaction_id)
-        with self._write() as conn:
+        with self._transaction("publishing a reference") as conn:
             row = self._row(conn, txn)
             if row is not None and row[0] == "tombstone":
                 raise ArtifactPublicationRejected(f"transaction {txn!r} is tombstoned")
@@ -201,7 +253,7 @@ class SQLiteOwner:
 
     def remove(self, transaction_id: str) -> None:
         txn = validate_transaction_id(transaction_id)
-        with self._write() as conn:
+        with self._transaction("removing a reference") as conn:
             row = self._row(conn, txn)
             if row is None:
                 conn.execute(
@@ -219,27 +271,40 @@ class SQLiteOwner:
 
     @contextmanager
     def inspect_fenced(self, transaction_id: str) -> Iterator[SQLiteObservation]:
+        """The fence is ``BEGIN IMMEDIATE`` held for the whole block (database-wide).
+
+        The block ends with ``ROLLBACK``: it reads only, and a seal commits itself.
+        """
         txn = validate_transaction_id(transaction_id)
-        with self._write() as conn:
-            row = self._row(conn, txn)
-            if row is None:
-                observation = SQLiteObservation(
-                    transaction_id=txn, state=ObservedState.ABSENT, source_id=None,
-                    content_sha256=None, generation=0, sealed=False, connection=conn,
-                )
-            elif row[0] == "tombstone":
-                observation = SQLiteObservation(
-                    transaction_id=txn, state=ObservedState.ABSENT, source_id=None,
-                    content_sha256=None, generation=row[3], sealed=True, connection=conn,
-                )
+        conn = self._connection()
+        with _store_errors("taking the fence"):
+            conn.execute("BEGIN IMMEDIATE")
+        fence = _Fence()
+        try:
+            with _store_errors("inspecting a reference"):
+                row = self._row(conn, txn)
+            if row is None or row[0] == "tombstone":
+                state, source_id, digest = ObservedState.ABSENT, None, None
             else:
-                observation = SQLiteObservation(
-                    transaction_id=txn, state=ObservedState.PUBLISHED, source_id=row[1],
-                    content_sha256=row[2], generation=row[3], sealed=False, connection=conn,
-                )
-            yield observation
+                state, source_id, digest = ObservedState.PUBLISHED, row[1], row[2]
+            yield SQLiteObservation(
+                transaction_id=txn,
+                state=state,
+                source_id=source_id,
+                content_sha256=digest,
+                generation=0 if row is None else row[3],
+                sealed=row is not None and row[0] == "tombstone",
+                connection=conn,
+                fence=fence,
+            )
+        finally:
+            fence.open = False
+            if conn.in_transaction:
+                with _store_errors("releasing the fence"):
+                    conn.execute("ROLLBACK")
 
     def generation(self, transaction_id: str) -> int:
         """The current generation of an id (0 if never seen); for tests and audits."""
-        row = self._row(self._connection(), transaction_id)
+        with _store_errors("reading a generation"):
+            row = self._row(self._connection(), transaction_id)
         return 0 if row is None else row[3]
