@@ -38,6 +38,7 @@ from .errors import (
     InvalidSourceId,
     InvalidSummary,
     InvalidThreshold,
+    OwnerStoreError,
     ToolswapError,
     UsageError,
 )
@@ -100,6 +101,7 @@ __all__ = [
     "OsFileSystem",
     "OwnerConflictError",
     "OwnerObservation",
+    "OwnerStoreError",
     "Phase",
     "REAL_FS",
     "ReconcileStatus",
