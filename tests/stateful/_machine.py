@@ -20,6 +20,24 @@ and generations, which artifact files exist and their bytes.  The ``s1_`` ..
 also hold the implementation to account after a crash, when the model adopts
 the recovered state.
 
+The rules (one per operation or fault; each names what the spec decides):
+
+* operations: ``externalize``, ``prepare``, ``publish_reference`` (ok,
+  rejected, error before the write, lost acknowledgement after the write, write
+  in flight), ``direct_transition`` (commit / abort / release),
+  ``remove_reference`` (ok, error, lost acknowledgement), ``reconcile_reference``
+  and ``reconcile_pending`` (every observation: published with the right or
+  another identity, unknown, inspection error, absent unsealed or sealed, a lost
+  tombstone, a stale seal), ``gc`` / ``gc_plan`` / ``gc_apply`` and
+  ``prepare_during_gc`` (a claim lands between plan and apply), ``read_artifact``
+  and ``read_hostile_reference`` (a Memory record whose path points outside);
+* the world: ``advance_clock``, ``tamper`` (artifact bytes), ``tamper_journal``
+  (one byte of a complete record: every reader must refuse with a typed error,
+  cleanup must refuse and delete nothing), ``plant_foreign`` (a symlink out of
+  the session, a directory, an odd-named file in ``tool-results/``);
+* the owner: ``foreign_publish`` (another identity under a fresh id),
+  ``deliver_in_flight``, ``owner_crash`` (each in-flight write lands or is lost).
+
 The machine on the simulated disk (:class:`CrashingMachine`) adds the crash
 rules: ``dirty_reboot`` between operations (everything returned must be
 durable: the recovered state equals the model exactly) and ``crash_during``,
@@ -28,12 +46,18 @@ reboots in a drawn mode and checks that the recovered state is a *prefix* of
 what the operation meant to do (each touched transaction is at a state on its
 spec path; no untouched file changed) before adopting it.
 
-Known deviations, kept visible (see the test modules for the xfail tests):
+Known deviations, kept visible (``test_machine_regressions.py`` holds the
+strict xfail tests):
 
-* ``TOLERATE_NAME_REUSE``: the externalizer numbers a new artifact after the
-  highest *existing* name, so once cleanup deleted the highest artifact its
-  name is written again with other bytes (S6 says never).  With the flag on
-  the machine records an event instead of failing; the strict subclass fails.
+* ``TOLERATE_ODD_NAME_STATUS``: the plan calls a regular file whose name is
+  not ``tool_result_NNN.txt`` ``denied``; the spec's rule 3 says
+  ``retained_unknown``.  Both keep the file; the statuses disagree.
+
+* ``TOLERATE_NAME_REUSE`` (off): a name that cleanup deleted must never be
+  handed out again for other bytes (S6).  The durable high-water mark
+  (``toolswap.high_water``) guarantees it; before it, the externalizer numbered
+  after the highest name on disk and the machine had to tolerate the reuse.
+  Turn it on only to study an old implementation (it records ``KNOWN BUG``).
 """
 
 from __future__ import annotations
@@ -49,7 +73,13 @@ from typing import Any
 import attrs
 from hypothesis import event
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+)
 from toolswap.faultinject.owner import CrashableOwner
 from toolswap.spec import cleanup as spec_cleanup
 from toolswap.spec import lease as spec_lease
@@ -57,8 +87,13 @@ from toolswap.spec import owner as spec_owner
 from toolswap.spec import reconcile as spec_reconcile
 from toolswap.spec.errors import IllegalTransition
 
-from toolswap.cleanup import ArtifactCleanupPolicy
-from toolswap.domain import ArtifactReference, ArtifactRetentionClaim, format_source_id
+from toolswap.cleanup import ArtifactCleanupPolicy, CleanupRefused
+from toolswap.domain import (
+    ArtifactReference,
+    ArtifactRetentionClaim,
+    format_source_id,
+    is_artifact_filename,
+)
 from toolswap.errors import ArtifactIntegrityError, ArtifactNotOwnedError
 from toolswap.externalizer import ToolResultExternalizer
 from toolswap.journal import (
@@ -68,6 +103,7 @@ from toolswap.journal import (
     TransactionExistsError,
     UnknownTransactionError,
 )
+from toolswap.journal_format import JournalCorruptError
 from toolswap.owner import (
     ArtifactPublicationRejected,
     OwnerConflictError,
@@ -85,8 +121,20 @@ THRESHOLD_BYTES = 32
 TXNS = tuple(f"t{i}" for i in range(8))
 PUBLISH_OUTCOMES = ("ok", "rejected", "error_before_write", "lost_ack", "in_flight")
 REMOVE_OUTCOMES = ("ok", "remove_error", "remove_lost_ack")
-RECONCILE_ANSWERS = ("truthful", "unknown", "inspect_error", "lost_tombstone")
+RECONCILE_ANSWERS = ("truthful", "unknown", "inspect_error", "lost_tombstone", "stale_seal")
+#: What may be planted in tool-results/ behind toolswap's back: (name, kind).
+FOREIGN = (
+    ("tool_result_950.txt", "symlink"),  # an artifact name, but a link out of the session
+    ("notes.txt", "regular"),  # not an artifact name
+    ("tool_result_960.txt", "directory"),
+    ("link.txt", "symlink"),
+)
+JOURNAL_FLIPS = (0x01, 0x20, 0xFF)
+#: The bytes of a file outside the session that a planted symlink points at (S7).
+OUTSIDE_BYTES = b"outside the session: never read, never deleted\n"
 TTLS = (0, 60, 86_400)
+#: The fewest examples a machine test runs, whatever the profile (see the test modules).
+MACHINE_EXAMPLES = 150
 CLOCK_STEPS = (1, 90, 100_000)
 
 #: Artifact contents: text lines, non-UTF-8 bytes, repeats (equal digests under two names).
@@ -172,6 +220,7 @@ class Model:
     files: dict[str, bytes] = attrs.Factory(dict)  # artifact name -> bytes now
     first: dict[str, bytes] = attrs.Factory(dict)  # artifact name -> bytes first written (S6)
     tampered: set[str] = attrs.Factory(set)
+    foreign: dict[str, str] = attrs.Factory(dict)  # planted entry name -> kind
     refs: list[ArtifactReference] = attrs.Factory(list)
 
     def clone(self) -> Model:
@@ -229,7 +278,8 @@ class Touch:
 class ProtocolMachine(RuleBasedStateMachine):
     """Rules shared by both machines; subclasses provide the seam (see the module doc)."""
 
-    TOLERATE_NAME_REUSE = True
+    TOLERATE_NAME_REUSE = False
+    TOLERATE_ODD_NAME_STATUS = True
 
     # -- the world ------------------------------------------------------------------
 
@@ -245,12 +295,27 @@ class ProtocolMachine(RuleBasedStateMachine):
     def raw_bytes(self, path: str) -> bytes | None:  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def plant(self, path: str, kind: str) -> None:  # pragma: no cover - abstract
+        """Create a symlink (to :attr:`outside`), a regular file or a directory at ``path``."""
+        raise NotImplementedError
+
+    def entry_kind(self, path: str) -> str | None:
+        """What ``lstat`` says ``path`` is now (``None``: it does not exist)."""
+        try:
+            facts = self.base_fs.lstat(path)
+        except FileNotFoundError:
+            return None
+        if facts.is_symlink:
+            return "symlink"
+        return "regular" if facts.is_regular else "directory"
+
     def durable_journal(self) -> bytes:
         return self.raw_bytes(self.journal_path) or b""
 
     def __init__(self) -> None:
         super().__init__()
         self.base_fs, self.root = self.make_seam()
+        self.outside = self.make_outside()
         self.fs = RecordingFS(self.base_fs)
         self.now = self.start_time()
         self.model = Model()
@@ -267,8 +332,13 @@ class ProtocolMachine(RuleBasedStateMachine):
     def start_time(self) -> float:
         return 1_700_000_000.0
 
+    def make_outside(self) -> str:  # pragma: no cover - abstract
+        """Write :data:`OUTSIDE_BYTES` to a file outside the session; return its path."""
+        raise NotImplementedError
+
     def boot(self) -> None:
         """Fresh objects over whatever the seam holds (start, or after a reboot)."""
+        self.boots = getattr(self, "boots", 0) + 1
         self.ext = ToolResultExternalizer(
             self.root,
             fs=self.fs,
@@ -313,10 +383,17 @@ class ProtocolMachine(RuleBasedStateMachine):
             retain_until=None if retain is None else self.now + retain,
         )
 
-    def draw_txn(self, data: st.DataObject) -> str:
-        """Mostly a transaction the journal knows (the interesting cases), else any id."""
+    def draw_txn(self, data: st.DataObject, *prefer: LeaseState) -> str:
+        """Mostly a transaction the journal knows (the interesting cases), else any id.
+
+        With ``prefer``, a known transaction in one of those phases is drawn first
+        when there is one (removal wants COMMITTED leases, reconciliation PREPARED).
+        """
         known = sorted(self.model.lease)
         if known and data.draw(st.integers(0, 3), label="known txn?") > 0:
+            preferred = [t for t in known if self.model.lease[t] in prefer]
+            if preferred and data.draw(st.integers(0, 3), label="preferred phase?") > 0:
+                return data.draw(st.sampled_from(preferred), label="txn")
             return data.draw(st.sampled_from(known), label="txn")
         return data.draw(st.sampled_from(TXNS), label="txn")
 
@@ -511,17 +588,24 @@ class ProtocolMachine(RuleBasedStateMachine):
         self.model = m
         return touch
 
-    def expected_reconcile(self, m: Model, txn: str, answered: bool, seal_lost: bool):
+    def expected_reconcile(
+        self, m: Model, txn: str, answered: bool, seal_lost: bool, seal_stale: bool = False
+    ):
         """The spec's status for one reconciliation, updating ``m`` (owner seal, lease)."""
         state = m.phase(txn)
         record = m.record(txn)
         observation = spec_owner.observe(record, claim_identity(m.intent[txn]), answered=answered)
-        decision = spec_reconcile.decide(state, spec_reconcile.classify_observation(observation))
+        kind = spec_reconcile.classify_observation(observation)
+        decision = spec_reconcile.decide(state, kind)
+        if state is LeaseState.PREPARED:
+            event(f"reconcile observation: {kind.value}")
         if decision.seal_first:
             if seal_lost:
                 # the adapter's seal raised: the tombstone may or may not exist -> unknown
                 return spec_reconcile.ReconcileStatus.PENDING_UNKNOWN
-            m.owner[txn], sealed = spec_owner.seal(record, observation.generation)
+            # stale: the generation moved between the observation and the CAS
+            seen = observation.generation - 1 if seal_stale else observation.generation
+            m.owner[txn], sealed = spec_owner.seal(record, seen)
             decision = spec_reconcile.after_seal(sealed)
         if decision.journal_action is not None:
             m.step(txn, decision.journal_action)
@@ -542,10 +626,14 @@ class ProtocolMachine(RuleBasedStateMachine):
                 raise AssertionError("spec: reconciling an unknown transaction became legal")
         else:
             status = self.expected_reconcile(
-                m, txn, answer not in ("unknown", "inspect_error"), answer == "lost_tombstone"
+                m,
+                txn,
+                answer not in ("unknown", "inspect_error"),
+                answer == "lost_tombstone",
+                answer == "stale_seal",
             )
         fault = {"unknown": "unknown", "inspect_error": "inspect_error"}.get(answer)
-        fault = fault or ("lost_tombstone" if answer == "lost_tombstone" else None)
+        fault = fault or (answer if answer in ("lost_tombstone", "stale_seal") else None)
 
         def reconcile() -> Any:
             if fault is not None:
@@ -587,6 +675,24 @@ class ProtocolMachine(RuleBasedStateMachine):
     # -- cleanup -------------------------------------------------------------------------
 
     def spec_facts(self, m: Model, name: str) -> spec_cleanup.FileFacts | None:
+        if name in m.foreign:
+            facts = self.base_fs.lstat(posixpath.join(self.results_dir, name))
+            kind = {
+                "symlink": spec_cleanup.EntryKind.SYMLINK,
+                "directory": spec_cleanup.EntryKind.DIRECTORY,
+                "regular": spec_cleanup.EntryKind.REGULAR,
+            }[m.foreign[name]]
+            return spec_cleanup.FileFacts(
+                kind=kind,
+                owned_name=is_artifact_filename(name),
+                digest=int(sha(self.raw_bytes(posixpath.join(self.results_dir, name)) or b""), 16)
+                if m.foreign[name] == "regular"
+                else 0,
+                size=facts.size,
+                mtime=facts.mtime_ns / 1e9,
+                device=facts.device,
+                inode=facts.inode,
+            )
         if name not in m.files:
             return None
         facts = self.base_fs.lstat(posixpath.join(self.results_dir, name))
@@ -614,7 +720,7 @@ class ProtocolMachine(RuleBasedStateMachine):
             Touch(),
         )
         self.expect(exc, None, "plan_cleanup_from_journal")
-        names = sorted(set(m.files) | m.claimed_names())
+        names = sorted(set(m.files) | m.claimed_names() | set(m.foreign))
         facts = {n: self.spec_facts(m, n) for n in names}
         entries = [(n, facts[n], self.active_spec_claims(m, n)) for n in names]
         expected = dict(
@@ -626,8 +732,18 @@ class ProtocolMachine(RuleBasedStateMachine):
             )
         )
         got = {e.name: e.status for e in plan.entries}
+        for name, kind in m.foreign.items():
+            odd = kind == "regular" and not is_artifact_filename(name)
+            if odd and got.get(name) == "denied" and expected.get(name) == "retained_unknown":
+                if not self.TOLERATE_ODD_NAME_STATUS:
+                    raise AssertionError(f"plan: spec says retained_unknown for {name}, got denied")
+                event(
+                    "KNOWN DIVERGENCE: an odd-named regular file is denied, spec: retained_unknown"
+                )
+                got[name] = expected[name]
         assert got == expected, f"cleanup plan: spec {expected}, got {got}"
         for entry in plan.planned:
+            assert entry.name in m.files, f"cleanup planned to delete foreign {entry.name}"
             assert entry.sha256 == sha(m.files[entry.name])
         for status in got.values():
             event(f"plan: {status}")
@@ -644,6 +760,8 @@ class ProtocolMachine(RuleBasedStateMachine):
             status = spec_cleanup.revalidate(
                 planned, self.spec_facts(m, name), m.spec_claims(name), self.now
             ).value
+            if m.spec_claims(name):
+                event("apply: a claim appeared since the plan")
             if status == "deleted":
                 if plan.policy.dry_run:
                     status = "dry_run"
@@ -667,6 +785,11 @@ class ProtocolMachine(RuleBasedStateMachine):
 
     # -- rules ---------------------------------------------------------------------------
 
+    @initialize(content=CONTENTS.map(lambda c: b"x" * (THRESHOLD_BYTES + 1) + c))
+    def first_artifact(self, content: bytes) -> None:
+        """Start with one artifact, so the rules that need a reference are enabled at once."""
+        self.op_externalize(content, False)
+
     @rule(content=CONTENTS, chunked=st.booleans())
     def externalize(self, content: bytes, chunked: bool) -> None:
         self.op_externalize(content, chunked)
@@ -681,9 +804,17 @@ class ProtocolMachine(RuleBasedStateMachine):
     def publish_reference(self, txn: str, outcome: str, data: st.DataObject) -> None:
         self.op_publish(txn, self.draw_claim(data), outcome)
 
+    @precondition(lambda self: self.model.refs)
+    @rule(txn=st.sampled_from(TXNS), outcome=st.sampled_from(REMOVE_OUTCOMES), data=st.data())
+    def publish_then_remove(self, txn: str, outcome: str, data: st.DataObject) -> None:
+        """The common life of a reference: publish (ok), later remove it (drawn outcome)."""
+        self.op_publish(txn, self.draw_claim(data), "ok")
+        if self.model.phase(txn) is LeaseState.COMMITTED:
+            self.op_remove(txn, outcome)
+
     @rule(data=st.data(), outcome=st.sampled_from(REMOVE_OUTCOMES))
     def remove_reference(self, data: st.DataObject, outcome: str) -> None:
-        self.op_remove(self.draw_txn(data), outcome)
+        self.op_remove(self.draw_txn(data, LeaseState.COMMITTED), outcome)
 
     @rule(
         data=st.data(),
@@ -694,39 +825,59 @@ class ProtocolMachine(RuleBasedStateMachine):
 
     @rule(data=st.data(), answer=st.sampled_from(RECONCILE_ANSWERS))
     def reconcile_reference(self, data: st.DataObject, answer: str) -> None:
-        self.op_reconcile(self.draw_txn(data), answer)
+        self.op_reconcile(self.draw_txn(data, LeaseState.PREPARED), answer)
 
     @rule(answer=st.sampled_from(["truthful", "unknown"]))
     def reconcile_pending(self, answer: str) -> None:
         self.op_reconcile_pending(answer)
 
+    def land_late_write(self, m: Model, txn: str, claim: ArtifactRetentionClaim) -> None:
+        """One in-flight write reaches the owner now: spec first, then the real owner.
+
+        The spec's table answers REFUSED for a tombstone and NOOP for a row that
+        already holds a reference (whatever its identity); the real owner refuses
+        a tombstone silently and raises :class:`OwnerConflictError` for another
+        identity.  Either way nothing is written, so the conflict is caught here:
+        :meth:`CrashableOwner.deliver_in_flight` would let it escape and lose the
+        writes after it (see the report).
+        """
+        record = m.record(txn)
+        m.owner[txn], result = spec_owner.apply(
+            record, spec_owner.OwnerAction.PUBLISH, claim_identity(claim)
+        )
+        conflict = result is spec_owner.OwnerResult.NOOP and record.digest != claim_identity(claim)
+        label = "conflict" if conflict else result.value
+        event(f"late write: {label}")
+        try:
+            self.owner._write(txn, claim, late=True)
+        except OwnerConflictError:
+            assert conflict, f"late write of {txn}: owner says conflict, spec says {label}"
+
+    def take_in_flight(self) -> list[tuple[str, ArtifactRetentionClaim]]:
+        pending = list(self.owner.in_flight)
+        self.owner._in_flight.clear()
+        return pending
+
     @precondition(lambda self: self.model.in_flight)
     @rule()
     def deliver_in_flight(self) -> None:
+        """Every write still in flight reaches the owner (a tombstone refuses it)."""
         m = self.model.clone()
-        for txn, claim in m.in_flight:
-            m.owner[txn], result = spec_owner.apply(
-                m.record(txn), spec_owner.OwnerAction.PUBLISH, claim_identity(claim)
-            )
-            event(f"late write: {result.value}")
+        for txn, claim in self.take_in_flight():
+            self.land_late_write(m, txn, claim)
         m.in_flight = []
-        self.owner.deliver_in_flight()
         self.model = m
 
     @rule(data=st.data())
     def owner_crash(self, data: st.DataObject) -> None:
         """The owner process restarts: each in-flight write lands or is lost (drawn)."""
         m = self.model.clone()
-        self.owner.crash(lambda n: data.draw(st.integers(0, n - 1), label="owner keeps write"))
-        visible = self.owner.visible()
-        for txn, claim in m.in_flight:
-            record = m.record(txn)
-            if txn in visible and record.state is not OwnerState.PUBLISHED:
-                m.owner[txn], result = spec_owner.apply(
-                    record, spec_owner.OwnerAction.PUBLISH, claim_identity(claim)
-                )
-                assert result is spec_owner.OwnerResult.APPLIED
-                event("owner crash: in-flight write landed")
+        for txn, claim in self.take_in_flight():
+            if data.draw(st.booleans(), label=f"owner keeps the write of {txn}"):
+                self.land_late_write(m, txn, claim)
+            else:
+                event("owner crash: in-flight write lost")
+        self.owner.crash(0)  # nothing left in flight: releases the fences, counts the crash
         m.in_flight = []
         self.model = m
 
@@ -738,7 +889,8 @@ class ProtocolMachine(RuleBasedStateMachine):
         free = [
             t
             for t in TXNS
-            if self.model.phase(t) is LeaseState.NEW and t not in self.model.owner
+            if self.model.phase(t) is LeaseState.NEW
+            and t not in self.model.owner
             and t not in flying
         ]
         if not free:
@@ -773,24 +925,130 @@ class ProtocolMachine(RuleBasedStateMachine):
     def gc_apply(self) -> None:
         self.op_gc_apply()
 
+    @precondition(lambda self: len(self.model.foreign) < len(FOREIGN))
+    @rule(data=st.data())
+    def plant_foreign(self, data: st.DataObject) -> None:
+        """Someone plants a symlink out of the session, a directory or an odd file (S7)."""
+        free = [(n, k) for n, k in FOREIGN if n not in self.model.foreign]
+        name, kind = data.draw(st.sampled_from(free), label="planted")
+        self.base_fs.makedirs(self.results_dir)
+        self.plant(posixpath.join(self.results_dir, name), kind)
+        m = self.model.clone()
+        m.foreign[name] = kind
+        self.model = m
+        event(f"planted {kind}{' (artifact name)' if is_artifact_filename(name) else ''}")
+
+    @precondition(lambda self: self.model.order)
+    @rule(data=st.data(), flip=st.sampled_from(JOURNAL_FLIPS))
+    def tamper_journal(self, data: st.DataObject, flip: int) -> None:
+        """Flip one byte inside a complete journal record: every reader must refuse, typed.
+
+        Recovery (the open journal and a fresh one) raises :class:`JournalCorruptError`;
+        cleanup planning and apply raise :class:`CleanupRefused` and delete nothing.
+        Then the operator restores the bytes and the session goes on (fresh objects).
+        """
+        original = self.raw_bytes(self.journal_path) or b""
+        end = original.rfind(b"\n")
+        positions = [i for i in range(end) if original[i] != 0x0A]
+        # a draw whose bounds do not depend on the journal's length (real clocks vary it)
+        at = positions[data.draw(st.integers(0, 2**16), label="journal offset") % len(positions)]
+        changed = original[:at] + bytes([original[at] ^ flip]) + original[at + 1 :]
+        self.tamper_bytes(self.journal_path, changed)
+        files_before = self.artifact_files()
+        try:
+            _, exc = self.real(lambda: self.journal.recover(now=self.now))
+            self.expect(exc, JournalCorruptError, "recover a flipped journal (open object)")
+            _, exc = self.real(
+                lambda: ArtifactRetentionJournal(
+                    self.root, fs=self.fs, clock=lambda: self.now
+                ).recover(now=self.now)
+            )
+            self.expect(exc, JournalCorruptError, "recover a flipped journal (fresh object)")
+            policy = ArtifactCleanupPolicy(orphan_ttl_seconds=0, max_deletions=100, dry_run=False)
+            ext, journal, now = self.ext, self.journal, self.now
+            _, exc = self.real(
+                lambda: ext.plan_cleanup_from_journal(journal, policy=policy, now=now)
+            )
+            self.expect(exc, CleanupRefused, "plan cleanup over a flipped journal")
+            if self.plan is not None:
+                plan = self.plan
+                _, exc = self.real(lambda: ext.apply_cleanup_from_journal(plan, journal, now=now))
+                self.expect(exc, CleanupRefused, "apply cleanup over a flipped journal")
+                event("tamper journal: pending plan refused")
+            assert self.artifact_files() == files_before, "cleanup deleted over a corrupt journal"
+        finally:
+            self.tamper_bytes(self.journal_path, original)
+        self.boot()
+        event(f"tamper journal: flip 0x{flip:02x} refused")
+
+    @precondition(lambda self: self.plan is not None and self.plan_facts)
+    @rule(data=st.data(), txn=st.sampled_from(TXNS))
+    def prepare_during_gc(self, data: st.DataObject, txn: str) -> None:
+        """A prepare on a planned file lands between plan and apply: apply must keep the file."""
+        planned = set(self.plan_facts)
+        refs = [r for r in self.model.refs if name_of(r.source.source_id) in planned]
+        if not refs:
+            event("prepare during gc: no reference to a planned file")
+            return
+        ref = data.draw(st.sampled_from(refs), label="planned artifact")
+        claim = ArtifactRetentionClaim.from_memory_reference(
+            ref.for_memory(), reference_count=1, retain_until=None
+        )
+        self.op_prepare(txn, claim)
+        self.op_gc_apply()
+        self.plan = None
+
     @rule(seconds=st.sampled_from(CLOCK_STEPS))
     def advance_clock(self, seconds: float) -> None:
         self.now += seconds
         self.advance_seam_time(seconds)
 
-    @precondition(lambda self: self.model.files)
-    @rule(data=st.data())
-    def tamper(self, data: st.DataObject) -> None:
-        """Flip one byte of an artifact behind toolswap's back."""
-        name = data.draw(st.sampled_from(sorted(self.model.files)), label="tampered")
+    def tamper_file(self, name: str, data: st.DataObject) -> None:
+        """Flip one byte of an artifact behind toolswap's back (model follows)."""
         content = self.model.files[name]
-        at = data.draw(st.integers(0, len(content) - 1), label="offset")
+        at = data.draw(st.integers(0, 2**16), label="offset") % len(content)
         changed = content[:at] + bytes([content[at] ^ 0xFF]) + content[at + 1 :]
         self.tamper_bytes(posixpath.join(self.results_dir, name), changed)
         m = self.model.clone()
         m.files[name] = changed
         m.tampered.add(name)
         self.model = m
+
+    @precondition(lambda self: any(self.model.files.values()))
+    @rule(data=st.data())
+    def tamper(self, data: st.DataObject) -> None:
+        """Flip one byte of an artifact behind toolswap's back."""
+        names = sorted(n for n, c in self.model.files.items() if c)
+        self.tamper_file(data.draw(st.sampled_from(names), label="tampered"), data)
+
+    @rule(
+        ttl=st.sampled_from(TTLS),
+        interference=st.sampled_from(["prepare", "tamper", "nothing"]),
+        data=st.data(),
+        txn=st.sampled_from(TXNS),
+    )
+    def gc_race(self, ttl: float, interference: str, data: st.DataObject, txn: str) -> None:
+        """Plan, then something happens to a planned file, then apply (fail closed).
+
+        ``prepare``: a claim lands between plan and apply (the concurrent prepare:
+        apply re-reads the journal under the lock and keeps the file);
+        ``tamper``: the bytes change (``race_detected``).
+        """
+        self.op_gc_plan(ttl, 100, False)
+        planned = sorted(n for n in self.plan_facts if self.model.files.get(n))
+        if planned and interference != "nothing":
+            name = data.draw(st.sampled_from(planned), label="raced file")
+            refs = [r for r in self.model.refs if name_of(r.source.source_id) == name]
+            if interference == "prepare" and refs:
+                claim = ArtifactRetentionClaim.from_memory_reference(
+                    refs[-1].for_memory(), reference_count=1, retain_until=None
+                )
+                self.op_prepare(txn, claim)
+            elif interference == "tamper":
+                self.tamper_file(name, data)
+            event(f"gc race: {interference}")
+        self.op_gc_apply()
+        self.plan = None
 
     @precondition(lambda self: self.model.refs)
     @rule(data=st.data())
@@ -808,12 +1066,47 @@ class ProtocolMachine(RuleBasedStateMachine):
             assert text == current.decode("utf-8", errors="replace")
         event(f"read: {'ok' if exc is None else type(exc).__name__}")
 
+    @precondition(lambda self: self.model.refs)
+    @rule(data=st.data())
+    def read_hostile_reference(self, data: st.DataObject) -> None:
+        """A Memory record whose ``path`` points outside the session (S7: never trusted).
+
+        The read must use the session's own path for the source id: it returns
+        the artifact's text (or the same typed error as an honest read), never the
+        outside file; ``s7_nothing_outside`` then checks no call touched it.
+        """
+        ref = data.draw(st.sampled_from(self.model.refs), label="read (hostile path)")
+        hostile = attrs.evolve(ref, path=self.outside)
+        current = self.model.files.get(name_of(ref.source.source_id))
+        text, exc = self.real(lambda: self.ext.read_artifact(hostile, 0, ref.line_count + 1))
+        if current is None:
+            self.expect(exc, ArtifactNotOwnedError, "hostile read of a missing artifact")
+        elif sha(current) != ref.content_sha256:
+            self.expect(exc, ArtifactIntegrityError, "hostile read of a tampered artifact")
+        else:
+            self.expect(exc, None, "hostile read")
+            assert text == current.decode("utf-8", errors="replace"), "S7: read another file"
+        event(f"hostile read: {'ok' if exc is None else type(exc).__name__}")
+
     # -- comparison of every observable ----------------------------------------------------
+
+    def recovered(self) -> Any:
+        """``journal.recover()`` once per distinct state (the invariants share one result).
+
+        Keyed on the boot (a fresh journal object), the clock and the journal's bytes: recovery
+        is a pure function of those, so the full verification still runs after
+        every step that changed anything.
+        """
+        key = (self.boots, self.now, self.raw_bytes(self.journal_path))
+        if getattr(self, "_recovered_key", None) != key:
+            self._recovered = self.journal.recover(now=self.now)
+            self._recovered_key = key
+        return self._recovered
 
     @invariant()
     def observables_match_model(self) -> None:
         m = self.model
-        rec = self.journal.recover(now=self.now)
+        rec = self.recovered()
         phases = {t: lease_of(p) for t, p in rec.states.items()}
         assert phases == m.lease, f"phases: model {m.lease}, real {phases}"
         assert dict(rec.transactions) == m.intent
@@ -841,7 +1134,10 @@ class ProtocolMachine(RuleBasedStateMachine):
         for txn in set(rows) | set(m.owner):
             record = m.record(txn)
             kind, _, _, generation = rows.get(txn, ("absent", None, None, 0))
-            assert (kind == "published") == (record.state is OwnerState.PUBLISHED), txn
+            published = record.state is OwnerState.PUBLISHED
+            assert (kind == "published") == published, (
+                f"owner row of {txn}: real {kind}, model {record.state.name}"
+            )
             assert generation == record.generation, f"owner generation of {txn}"
         assert [t for t, _ in self.owner.in_flight] == [t for t, _ in m.in_flight]
 
@@ -850,14 +1146,18 @@ class ProtocolMachine(RuleBasedStateMachine):
             names = self.base_fs.listdir(self.results_dir)
         except FileNotFoundError:
             return {}
-        return {n: self.raw_bytes(posixpath.join(self.results_dir, n)) or b"" for n in names}
+        return {
+            n: self.raw_bytes(posixpath.join(self.results_dir, n)) or b""
+            for n in names
+            if n not in self.model.foreign
+        }
 
     # -- S1-S7 on the real state -------------------------------------------------------------
 
     @invariant()
     def s1_no_dangling_reference(self) -> None:
         """No artifact is missing while a reference is visible, in flight or leased."""
-        rec = self.journal.recover(now=self.now)
+        rec = self.recovered()
         on_disk = self.artifact_files()
         protected: dict[str, str] = {}
         for txn, phase in rec.states.items():
@@ -877,7 +1177,13 @@ class ProtocolMachine(RuleBasedStateMachine):
             expired = state is LeaseState.COMMITTED and txn not in protected
             if not expired:
                 protected[txn] = source  # visible while ABORTED/RELEASED is S3/S4's business too
+        rows = self.owner.rows()
         for txn, claim in self.owner.in_flight:
+            kind, source, digest, _ = rows.get(txn, ("absent", None, None, 0))
+            if kind == "tombstone":
+                continue  # a tombstone refuses the late write: it can never become visible
+            if kind == "published" and (source, digest) != (claim.source_id, claim.content_sha256):
+                continue  # the id holds another identity: the late write is refused
             protected[txn] = claim.source_id
         for txn, source in protected.items():
             name = name_of(source)
@@ -893,7 +1199,7 @@ class ProtocolMachine(RuleBasedStateMachine):
 
     @invariant()
     def s3_tombstone_before_abort(self) -> None:
-        for txn, phase in self.journal.recover(now=self.now).states.items():
+        for txn, phase in self.recovered().states.items():
             if lease_of(phase) is LeaseState.ABORTED:
                 assert self.owner.tombstoned(txn) or txn in self.owner.rejected, (
                     f"S3: {txn} ABORTED without a tombstone or an explicit rejection"
@@ -902,7 +1208,7 @@ class ProtocolMachine(RuleBasedStateMachine):
     @invariant()
     def s4_remove_before_release(self) -> None:
         visible = self.owner.visible()
-        for txn, phase in self.journal.recover(now=self.now).states.items():
+        for txn, phase in self.recovered().states.items():
             if lease_of(phase) is LeaseState.RELEASED:
                 assert txn not in visible, f"S4: {txn} RELEASED while the owner still shows it"
 
@@ -935,3 +1241,7 @@ class ProtocolMachine(RuleBasedStateMachine):
             ancestor = op in ("makedirs", "fsync_dir") and root.startswith(path.rstrip("/") + "/")
             assert inside or ancestor, f"S7: {op} touched {path}"
         self.fs.log.clear()
+        assert self.raw_bytes(self.outside) == OUTSIDE_BYTES, "S7: the file outside changed"
+        for name, kind in self.model.foreign.items():
+            got = self.entry_kind(posixpath.join(self.results_dir, name))
+            assert got == kind, f"S7: planted {kind} {name} is now {got}"
