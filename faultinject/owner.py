@@ -42,6 +42,7 @@ from toolswap.domain import ArtifactRetentionClaim
 from toolswap.owner import (
     ArtifactPublicationRejected,
     ObservedState,
+    OwnerConflictError,
     OwnerObservation,
     require_sealable,
 )
@@ -213,7 +214,15 @@ class CrashableOwner:
             raise ArtifactPublicationRejected(f"transaction {txn!r} is tombstoned")
         if self.before_publish is not None and txn not in self.visible():
             self.before_publish(txn, claim)
-        self.inner.publish(txn, claim)
+        try:
+            self.inner.publish(txn, claim)
+        except OwnerConflictError:
+            if not late:
+                raise
+            # Nobody waits for a late write: the owner refuses it and moves on
+            # to the next one, as a real store applying a queue would.
+            self.history.append(("conflict_late", txn))
+            return
         self.history.append(("published_late" if late else "published", txn))
 
     def publish(self, transaction_id: str, claim: ArtifactRetentionClaim) -> None:

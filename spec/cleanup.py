@@ -8,12 +8,14 @@ the first matching row of :data:`PLAN_RULES` decides:
 
 1. no file, a claim names it                  -> ``missing_referenced`` (reported: dangling)
 2. not a regular file (directory, symlink...) -> ``denied`` (never followed)
-3. a name that is not ``tool_result_NNN.txt``  -> ``retained_unknown``
-4. an active claim whose digest differs        -> ``retained_corrupt``
-5. an active claim whose full digest matches   -> ``retained_referenced``
-6. younger than the orphan TTL                 -> ``retained_recent``
-7. the plan already holds ``max_deletions``     -> ``retained_limit``
-8. otherwise                                  -> ``planned_delete``
+3. a name that is not ``tool_result_NNN.txt``  -> ``denied`` (not ours)
+4. not ours to judge (another owner, unreadable,
+   changed while it was hashed)                -> ``retained_unknown``
+5. an active claim whose digest differs        -> ``retained_corrupt``
+6. an active claim whose full digest matches   -> ``retained_referenced``
+7. younger than the orphan TTL                 -> ``retained_recent``
+8. the plan already holds ``max_deletions``     -> ``retained_limit``
+9. otherwise                                  -> ``planned_delete``
 
 A claim is *active* when it is pending (PREPARED: no expiry, whatever its
 ``retain_until``), or when it counts references and ``retain_until`` is unset
@@ -98,6 +100,9 @@ class FileFacts:
 
     kind: EntryKind = EntryKind.REGULAR
     owned_name: bool = True
+    # False when the scan cannot vouch for the bytes: another owner, an
+    # unreadable file, or one that changed while it was hashed.
+    trusted: bool = True
     digest: int = 0
     size: int = 0
     mtime: int = 0
@@ -157,6 +162,10 @@ def _foreign_name(c: _Case) -> bool:
     return c.facts is not None and not c.facts.owned_name
 
 
+def _untrusted(c: _Case) -> bool:
+    return c.facts is not None and not c.facts.trusted
+
+
 def _claim_disagrees(c: _Case) -> bool:
     return c.facts is not None and any(k.digest != c.facts.digest for k in c.active)
 
@@ -181,7 +190,8 @@ def _always(c: _Case) -> bool:
 PLAN_RULES: tuple[tuple[str, Callable[[_Case], bool], PlanStatus], ...] = (
     ("no file, a claim names it", _no_file, PlanStatus.MISSING_REFERENCED),
     ("not a regular file", _not_regular, PlanStatus.DENIED),
-    ("name is not tool_result_NNN.txt", _foreign_name, PlanStatus.RETAINED_UNKNOWN),
+    ("name is not tool_result_NNN.txt", _foreign_name, PlanStatus.DENIED),
+    ("not ours to judge (owner, unreadable, changing)", _untrusted, PlanStatus.RETAINED_UNKNOWN),
     ("an active claim's digest differs", _claim_disagrees, PlanStatus.RETAINED_CORRUPT),
     ("an active claim's full digest matches", _claim_matches, PlanStatus.RETAINED_REFERENCED),
     ("younger than the orphan TTL", _recent, PlanStatus.RETAINED_RECENT),
@@ -303,7 +313,9 @@ def _none_active(claims: Sequence[Claim], now: int) -> bool:
 
 
 def _ours(facts: FileFacts | None) -> bool:
-    return facts is not None and facts.kind is EntryKind.REGULAR and facts.owned_name
+    return (
+        facts is not None and facts.kind is EntryKind.REGULAR and facts.owned_name and facts.trusted
+    )
 
 
 def _aged(facts: FileFacts | None, policy: Policy, now: int) -> bool:

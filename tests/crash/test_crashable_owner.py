@@ -117,3 +117,22 @@ def test_stale_seal_returns_false_and_writes_nothing() -> None:
     with owner.inspect_fenced("t1") as observation:
         assert observation.seal_absence() is False
     assert not owner.tombstoned("t1")
+
+
+OTHER_DIGEST = "cd" * 32
+OTHER = ArtifactRetentionClaim(
+    source_id=f"artifact:s1:tool_result_002.txt:{OTHER_DIGEST[:12]}", content_sha256=OTHER_DIGEST
+)
+
+
+def test_a_late_write_that_conflicts_is_refused_and_the_rest_still_land() -> None:
+    owner = CrashableOwner()
+    owner.arm("in_flight", times=2)
+    for txn in ("t1", "t2"):
+        with pytest.raises(TimeoutError):
+            owner.publish(txn, CLAIM)
+    owner.inner.publish("t1", OTHER)  # t1 now holds another identity
+    owner.deliver_in_flight()
+    assert owner.visible()["t1"][1] == OTHER_DIGEST  # the late write changed nothing
+    assert "t2" in owner.visible()  # and the write queued after it still landed
+    assert ("conflict_late", "t1") in owner.history

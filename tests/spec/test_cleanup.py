@@ -17,7 +17,14 @@ PLAN_CASES = [
     ("claimed file gone", None, [Claim(digest=7)], 0, PlanStatus.MISSING_REFERENCED),
     ("directory", attrs.evolve(OLD, kind=EntryKind.DIRECTORY), [], 0, PlanStatus.DENIED),
     ("symlink", attrs.evolve(OLD, kind=EntryKind.SYMLINK), [], 0, PlanStatus.DENIED),
-    ("odd name", attrs.evolve(OLD, owned_name=False), [], 0, PlanStatus.RETAINED_UNKNOWN),
+    ("odd name", attrs.evolve(OLD, owned_name=False), [], 0, PlanStatus.DENIED),
+    (
+        "another owner",
+        attrs.evolve(OLD, trusted=False),
+        [Claim(digest=7)],
+        0,
+        PlanStatus.RETAINED_UNKNOWN,
+    ),
     ("claim disagrees", OLD, [Claim(digest=8)], 0, PlanStatus.RETAINED_CORRUPT),
     ("claim matches", OLD, [Claim(digest=7)], 0, PlanStatus.RETAINED_REFERENCED),
     (

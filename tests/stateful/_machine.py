@@ -46,12 +46,7 @@ reboots in a drawn mode and checks that the recovered state is a *prefix* of
 what the operation meant to do (each touched transaction is at a state on its
 spec path; no untouched file changed) before adopting it.
 
-Known deviations, kept visible (``test_machine_regressions.py`` holds the
-strict xfail tests):
-
-* ``TOLERATE_ODD_NAME_STATUS``: the plan calls a regular file whose name is
-  not ``tool_result_NNN.txt`` ``denied``; the spec's rule 3 says
-  ``retained_unknown``.  Both keep the file; the statuses disagree.
+A switch kept for study:
 
 * ``TOLERATE_NAME_REUSE`` (off): a name that cleanup deleted must never be
   handed out again for other bytes (S6).  The durable high-water mark
@@ -279,7 +274,6 @@ class ProtocolMachine(RuleBasedStateMachine):
     """Rules shared by both machines; subclasses provide the seam (see the module doc)."""
 
     TOLERATE_NAME_REUSE = False
-    TOLERATE_ODD_NAME_STATUS = True
 
     # -- the world ------------------------------------------------------------------
 
@@ -732,15 +726,6 @@ class ProtocolMachine(RuleBasedStateMachine):
             )
         )
         got = {e.name: e.status for e in plan.entries}
-        for name, kind in m.foreign.items():
-            odd = kind == "regular" and not is_artifact_filename(name)
-            if odd and got.get(name) == "denied" and expected.get(name) == "retained_unknown":
-                if not self.TOLERATE_ODD_NAME_STATUS:
-                    raise AssertionError(f"plan: spec says retained_unknown for {name}, got denied")
-                event(
-                    "KNOWN DIVERGENCE: an odd-named regular file is denied, spec: retained_unknown"
-                )
-                got[name] = expected[name]
         assert got == expected, f"cleanup plan: spec {expected}, got {got}"
         for entry in plan.planned:
             assert entry.name in m.files, f"cleanup planned to delete foreign {entry.name}"

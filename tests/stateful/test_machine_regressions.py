@@ -1,4 +1,4 @@
-"""Fixed scenarios the machines once got wrong, and known divergences (strict xfail).
+"""Fixed scenarios the machines once got wrong, and spec-vs-implementation agreements.
 
 Each regression test replays one short, explicit sequence of the machine's
 operations (no search), then checks every invariant, so a model or invariant
@@ -12,7 +12,6 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from toolswap.spec import cleanup as spec_cleanup
@@ -122,14 +121,6 @@ def test_late_write_into_a_conflicting_row_is_refused_and_the_rest_still_land() 
     replay(script)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "spec/cleanup.py rule 3 classifies a regular file whose name is not "
-        "tool_result_NNN.txt as retained_unknown; src/toolswap/cleanup.py _denial() "
-        "calls it denied (both keep the file; the statuses disagree)"
-    ),
-)
 def test_plan_status_of_an_odd_named_regular_file_matches_the_spec(tmp_path: Any) -> None:
     session = tmp_path / "sess-1"
     session.mkdir(mode=0o700)
