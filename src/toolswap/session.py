@@ -13,13 +13,14 @@ The session id defaults to the folder's name and must be a valid session id.
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 import attrs
 
 from .domain import is_artifact_filename, parse_source_id, validate_session_id
-from .errors import InvalidSourceId
+from .errors import InvalidSourceId, UsageError
 from .fs import REAL_FS, FileSystem, locked
 
 __all__ = ["SessionPaths", "TOOL_RESULTS", "JOURNAL_NAME", "LOCK_NAME", "DEFAULT_SESSION_ENV"]
@@ -73,7 +74,34 @@ class SessionPaths:
 
     @contextmanager
     def session_lock(self, fs: FileSystem = REAL_FS) -> Iterator[None]:
-        """Hold the session's exclusive lock (threads and processes alike)."""
+        """Hold the session's exclusive lock (threads and processes alike).
+
+        flock is held per open file, so a thread that already holds this lock
+        through one object and asks again through another (a second journal,
+        or an externalizer inside ``journal.locked_state()``) would wait for
+        itself forever; that is refused with :class:`UsageError` instead.
+        """
+        key = (id(fs), self.lock)
+        held: set[tuple[int, str]] = _held_by_this_thread()
+        if key in held:
+            raise UsageError(
+                "this thread already holds the session lock through another object; "
+                "waiting for it again would deadlock (finish the locked block first)"
+            )
         fs.makedirs(self.root)
         with locked(fs, self.lock):
-            yield
+            held.add(key)
+            try:
+                yield
+            finally:
+                held.discard(key)
+
+
+_THREAD = threading.local()
+
+
+def _held_by_this_thread() -> set[tuple[int, str]]:
+    held: set[tuple[int, str]] | None = getattr(_THREAD, "held", None)
+    if held is None:
+        held = _THREAD.held = set()
+    return held
