@@ -705,6 +705,9 @@ class ArtifactRetentionJournal:
     # -- state machine --------------------------------------------------------
 
     def _phase_of(self, txn: str) -> Phase:
+        if not self._depth and not self.exists():
+            # No journal, no transaction: and asking must not create the session.
+            raise UnknownTransactionError(f"no transaction {txn!r} in the journal")
         with self._locked():
             self._refresh()
             phase = self._fold.phases.get(txn)

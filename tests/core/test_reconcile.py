@@ -470,3 +470,12 @@ def test_reconcilers_in_several_processes_write_one_terminal_event(
     manager.shutdown()
     assert statuses == ["aborted", "already_aborted", "already_aborted"]
     assert _terminal_count(session, "t1") == 1
+
+
+def test_reconciling_an_unknown_id_of_a_missing_session_creates_nothing(
+    tmp_path: pathlib.Path,
+) -> None:
+    journal = ArtifactRetentionJournal(tmp_path / "never-made")
+    with pytest.raises(UnknownTransactionError):
+        journal.reconcile_reference("t1", InMemoryOwner())
+    assert not (tmp_path / "never-made").exists()
