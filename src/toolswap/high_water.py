@@ -49,10 +49,6 @@ class ArtifactHighWaterMark:
         # entry in the page cache only, so each instance syncs the entry once.
         self._entry_synced = False
 
-    @property
-    def path(self) -> str:
-        return self._path
-
     def advance(self, at_least: int) -> int:
         """Durably record and return a number above the mark and above ``at_least``."""
         fs = self._fs

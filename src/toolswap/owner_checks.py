@@ -22,10 +22,9 @@ Rules
 
 from __future__ import annotations
 
-import contextlib
 import os
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import attrs
 
@@ -92,13 +91,8 @@ class _Bench:
         _close(self.owner)
         self.owner = self.open_owner()
 
-    @contextlib.contextmanager
-    def observe(self, txn: str) -> Iterator[OwnerObservation]:
-        with self.owner.inspect_fenced(txn) as observation:
-            yield observation
-
     def state(self, txn: str) -> OwnerObservation:
-        with self.observe(txn) as observation:
+        with self.owner.inspect_fenced(txn) as observation:
             return observation
 
 
@@ -164,7 +158,7 @@ def _o1_other_identity_conflicts(bench: _Bench) -> str:
 
 def _o3_tombstone_refuses_publish_after_reopen(bench: _Bench) -> str:
     txn = _txn("o3-tombstone")
-    with bench.observe(txn) as absent:
+    with bench.owner.inspect_fenced(txn) as absent:
         _expect(absent.state is ObservedState.ABSENT, f"a never-seen id is {absent.state}")
         _expect(absent.seal_absence() is True, "sealing a fresh absence did not return True")
     bench.reopen()
@@ -211,7 +205,7 @@ def _o5_fence_holds_back_a_publish(bench: _Bench) -> str:
 
     worker = threading.Thread(target=publish_elsewhere, daemon=True)
     try:
-        with bench.observe(txn) as observation:
+        with bench.owner.inspect_fenced(txn) as observation:
             _expect(observation.state is ObservedState.ABSENT, "a never-seen id is not ABSENT")
             worker.start()
             worker.join(_FENCE_WAIT_SECONDS)
@@ -236,7 +230,7 @@ def _o5_fence_holds_back_a_publish(bench: _Bench) -> str:
 def _o6_seal_refuses_a_published_id(bench: _Bench) -> str:
     txn = _txn("o6-seal-published")
     bench.owner.publish(txn, bench.first)
-    with bench.observe(txn) as seen:
+    with bench.owner.inspect_fenced(txn) as seen:
         try:
             seen.seal_absence()
         except UsageError:

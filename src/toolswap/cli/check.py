@@ -28,6 +28,7 @@ from typing import Any
 
 import attrs
 
+from ..errors import UsageError
 from ..owner_checks import run_owner_checks
 from ..owners.sqlite import SQLiteOwner
 from ._common import add_json_argument, describe, print_json
@@ -149,8 +150,6 @@ def run_checks(
 
 def _main(args: argparse.Namespace) -> int:
     if args.seeds < 1:
-        from ..errors import UsageError
-
         raise UsageError("--seeds must be at least 1")
     rows = run_checks(
         args.seeds, progress=lambda name: print(f"running {name} ...", file=sys.stderr)
