@@ -7,14 +7,18 @@ takes the same lock, so nothing about the id changes while the journal decides
 ``generation`` starts at 0 (never seen) and advances on every change; a
 tombstone is final.  One object may be shared by any number of threads.  It is
 not durable, so it models an owner that never crashes.
+
+Several handles may share one store: :meth:`InMemoryOwner.new_handle` opens
+another object on the same rows and fences (what the conformance kit needs to
+tell a handle from its store).  :class:`InMemoryHarness` puts it through the kit.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from typing import Literal
+from typing import ClassVar, Literal
 
 import attrs
 
@@ -28,7 +32,9 @@ from ..owner import (
     require_sealable,
 )
 
-__all__ = ["InMemoryOwner", "MemoryObservation"]
+from ..testing.harness import Capability, OwnerHarness
+
+__all__ = ["InMemoryHarness", "InMemoryOwner", "MemoryObservation"]
 
 
 @attrs.frozen(kw_only=True)
@@ -68,13 +74,34 @@ class MemoryObservation:
         return self._owner._cas_tombstone(self.transaction_id, self.generation)
 
 
+class _Store:
+    """The rows and per-id fence locks that every handle of one store shares."""
+
+    __slots__ = ("guard", "fences", "rows")
+
+    def __init__(self) -> None:
+        self.guard = threading.Lock()
+        self.fences: dict[str, threading.Lock] = {}
+        self.rows: dict[str, _Row] = {}
+
+
 class InMemoryOwner:
     """A thread-safe, non-durable owner (DESIGN section 6)."""
 
     def __init__(self) -> None:
-        self._guard = threading.Lock()
-        self._fences: dict[str, threading.Lock] = {}
-        self._rows: dict[str, _Row] = {}
+        self._attach(_Store())
+
+    def _attach(self, store: _Store) -> None:
+        self._store = store
+        self._guard = store.guard
+        self._fences = store.fences
+        self._rows = store.rows
+
+    def new_handle(self) -> InMemoryOwner:
+        """Another handle on the same store (same rows, same fences)."""
+        handle = InMemoryOwner.__new__(InMemoryOwner)
+        handle._attach(self._store)
+        return handle
 
     def _fence(self, transaction_id: str) -> threading.Lock:
         with self._guard:
@@ -152,3 +179,21 @@ class InMemoryOwner:
         self._rows[transaction_id] = _Row(
             kind="tombstone", source_id=None, content_sha256=None, generation=current + 1
         )
+
+
+class InMemoryHarness(OwnerHarness):
+    """The conformance-kit harness of :class:`InMemoryOwner` (one store per instance)."""
+
+    unsupported: ClassVar[Mapping[Capability, str]] = {
+        Capability.RESTART: "the in-memory store is not durable: it models an owner that "
+        "never crashes, so a restart would lose every row by design",
+        Capability.OTHER_PROCESS: "the in-memory store lives in one process",
+        Capability.FAULTS: "the in-memory store makes no store call that could fail",
+    }
+
+    def __init__(self, workdir: str) -> None:
+        super().__init__(workdir)
+        self._root = InMemoryOwner()
+
+    def open_owner(self) -> InMemoryOwner:
+        return self._root.new_handle()

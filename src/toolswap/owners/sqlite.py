@@ -21,7 +21,8 @@ Mapping of the owner promises (see :mod:`toolswap.owner`) onto SQLite:
   (``__cause__`` holds the ``sqlite3`` error): "maybe done", never "not written".
 
 Each thread (and each process) uses its own connection, so one object may be
-shared by threads; several processes may share one file.  The database is the
+shared by threads; several processes may share one file.  :class:`SQLiteHarness`
+puts it through the conformance kit.  The database is the
 owner's store, not session evidence, so it is not routed through the toolswap
 file-system seam.
 """
@@ -31,8 +32,9 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from typing import Any
 
 import attrs
 
@@ -46,7 +48,9 @@ from ..owner import (
     require_sealable,
 )
 
-__all__ = ["SQLiteOwner", "SQLiteObservation", "TABLE"]
+from ..testing.harness import OwnerHarness, StoreFault
+
+__all__ = ["SQLiteHarness", "SQLiteOwner", "SQLiteObservation", "TABLE"]
 
 TABLE = "toolswap_references"
 
@@ -138,8 +142,15 @@ class SQLiteOwner:
         *,
         create: bool = True,
         timeout: float = 30.0,
+        connection_factory: type[sqlite3.Connection] = sqlite3.Connection,
     ) -> None:
+        """Open (``create=True``: and create) the owner database at ``path``.
+
+        ``connection_factory`` is passed to :func:`sqlite3.connect` as its
+        ``factory``: a seam for tests that make the store itself fail.
+        """
         self._path = os.fspath(path)
+        self._factory = connection_factory
         if self._path in {"", ":memory:"}:  # a private, per-connection database
             raise UsageError("the SQLite owner needs a database file path (it must be durable)")
         self._timeout = timeout
@@ -172,7 +183,11 @@ class SQLiteOwner:
         conn = None  # never use a connection inherited over fork()
         try:
             conn = sqlite3.connect(
-                self._path, timeout=self._timeout, isolation_level=None, check_same_thread=False
+                self._path,
+                timeout=self._timeout,
+                isolation_level=None,
+                check_same_thread=False,
+                factory=self._factory,
             )
             mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
             if str(mode).lower() not in {"wal", "memory"}:
@@ -308,3 +323,58 @@ class SQLiteOwner:
         with _store_errors("reading a generation"):
             row = self._row(self._connection(), transaction_id)
         return 0 if row is None else row[3]
+
+
+class _FaultableConnection(sqlite3.Connection):
+    """A connection whose next statement fails as armed (a subclass per handle)."""
+
+    armed: list[StoreFault]
+
+    def execute(self, sql: str, parameters: Any = (), /) -> sqlite3.Cursor:
+        if self.armed and not (
+            self.armed[0] is StoreFault.LOST_ACK and sql.strip().upper() != "COMMIT"
+        ):
+            fault = self.armed.pop(0)
+            if fault is StoreFault.LOST_ACK:  # durable first, then the answer is lost
+                super().execute(sql, parameters)
+                raise sqlite3.OperationalError("disk I/O error")
+            if fault is StoreFault.TIMEOUT:
+                raise sqlite3.OperationalError("database is locked")
+            raise sqlite3.OperationalError("unable to open database file")
+        return super().execute(sql, parameters)
+
+
+class SQLiteHarness(OwnerHarness):
+    """The conformance-kit harness of :class:`SQLiteOwner`: one database file per work folder.
+
+    A restart closes every connection (the kit closes every handle first) and
+    the next handle reopens the file.  A fault fails the handle's next SQLite
+    statement (``lost_ack``: its next ``COMMIT`` succeeds, then reports an error).
+    """
+
+    def __init__(self, workdir: str) -> None:
+        super().__init__(workdir)
+        self.path = os.path.join(self.workdir, "owner.db")
+        self._faults: dict[int, list[StoreFault]] = {}
+
+    def open_owner(self) -> SQLiteOwner:
+        armed: list[StoreFault] = []
+        factory = type("_HandleConnection", (_FaultableConnection,), {"armed": armed})
+        owner = SQLiteOwner(self.path, connection_factory=factory)
+        self._faults[id(owner)] = armed
+        return owner
+
+    def close_owner(self, owner: object) -> None:
+        self._faults.pop(id(owner), None)
+        super().close_owner(owner)  # type: ignore[arg-type]
+
+    def restart_store(self) -> None:
+        # Every handle is closed by now; nothing of SQLite outlives its
+        # connections, so the next handle reopens the file from disk.
+        return None
+
+    def inject_fault(self, owner: object, fault: StoreFault) -> None:
+        self._faults[id(owner)].append(fault)
+
+    def secrets(self) -> Sequence[str]:
+        return (self.path, self.workdir)
