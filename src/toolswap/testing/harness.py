@@ -167,15 +167,16 @@ def load_harness(spec: str) -> type[OwnerHarness]:
         module = importlib.import_module(module_name)
     except Exception as exc:
         raise HarnessError(
-            f"harness {spec!r}: cannot import module {module_name!r} "
-            f"({type(exc).__name__}: {exc})"
+            f"harness {spec!r}: cannot import module {module_name!r} ({type(exc).__name__}: {exc})"
         ) from exc
     target: Any = module
     for part in attr.split("."):
         try:
             target = getattr(target, part)
         except AttributeError:
-            raise HarnessError(f"harness {spec!r}: {module_name!r} has no attribute {attr!r}") from None
+            raise HarnessError(
+                f"harness {spec!r}: {module_name!r} has no attribute {attr!r}"
+            ) from None
     if not (isinstance(target, type) and issubclass(target, OwnerHarness)):
         raise HarnessError(
             f"harness {spec!r}: {attr!r} is a {type(target).__name__}, "
