@@ -8,9 +8,12 @@ Three independent checks, each with its own evidence:
 2. **crash explorer** -- the real implementation on a simulated disk, crashed
    at every crash point and I/O operation in every crash mode, recovered and
    checked against S1-S7 (:mod:`toolswap.faultinject`);
-3. **owner checks** -- the embedded SQLite owner run through the owner
-   promises and the reconciliation rows (:mod:`toolswap.owner_checks`), in a
-   throwaway folder.
+3. **owner conformance** -- the conformance kit (:mod:`toolswap.testing`) on
+   the built-in owners: every owner promise, the generation terms and the
+   reconciliation rows, with another thread and another process contending,
+   across reopen and restart, with store faults, and the model-based owner
+   machine; ``--owner`` adds an owner of yours (``module:attr`` harness or a
+   ``postgresql://`` URL).
 
 Nothing outside a temporary folder is written.  Exit status 0 means every
 check passed; 1 means at least one failed (the table says which and why).
@@ -19,18 +22,16 @@ check passed; 1 means at least one failed (the table says which and why).
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import attrs
 
 from ..errors import UsageError
-from ..owner_checks import run_owner_checks
-from ..owners.sqlite import SQLiteOwner
+from ..testing.harness import OwnerHarness, resolve_harness
+from ..testing.registry import checks_named
 from ._common import add_json_argument, describe, print_json
 
 __all__ = ["register", "CheckRow", "run_checks"]
@@ -69,6 +70,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default=CHECK_SEEDS,
         metavar="N",
         help=f"crash explorer choice streams per target (default {CHECK_SEEDS})",
+    )
+    parser.add_argument(
+        "--owner",
+        action="append",
+        metavar="HARNESS",
+        help="also run the conformance kit on this owner (module:attr or a postgresql:// URL)",
     )
     add_json_argument(parser)
     parser.set_defaults(handler=_main)
@@ -114,32 +121,47 @@ def _crash_explorer(seeds: int) -> CheckRow:
     )
 
 
-def _owner_checks() -> CheckRow:
+def _conformance(label: str, harness: type[OwnerHarness]) -> CheckRow:
+    from ..testing.runner import run_conformance
+
     started = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="toolswap-check-") as scratch:
-        database = os.path.join(scratch, "owner.db")
-        results = run_owner_checks(lambda: SQLiteOwner(database), os.path.join(scratch, "work"))
-    failed = [r for r in results if not r.passed]
-    evidence = f"{len(results) - len(failed)}/{len(results)} owner promises and rows held"
-    if failed:
-        evidence += "; failed: " + "; ".join(f"{r.promise} {r.name}: {r.detail}" for r in failed)
+    # The crash explorer row above already crashes the built-in owner everywhere.
+    checks = [c.id for c in checks_named(None) if c.id != "DEEP.crash-explorer"]
+    report = run_conformance(harness, checks=checks)
+    counts = report.counts()
+    evidence = f"{counts['pass']} checks passed, {counts['skip']} skipped"
+    if report.failed:
+        evidence += "; failed: " + "; ".join(
+            f"{r.check_id}: {r.message.splitlines()[0] if r.message else ''}" for r in report.failed
+        )
     return CheckRow(
-        check="owner checks (SQLite)",
-        passed=not failed,
+        check=f"owner conformance ({label})",
+        passed=report.passed,
         evidence=evidence,
         seconds=time.perf_counter() - started,
     )
 
 
 def run_checks(
-    seeds: int = CHECK_SEEDS, progress: Callable[[str], None] | None = None
+    seeds: int = CHECK_SEEDS,
+    progress: Callable[[str], None] | None = None,
+    owners: Sequence[str] = (),
 ) -> list[CheckRow]:
-    """Run the three checks in order; ``progress`` hears each one's name as it starts."""
+    """Run the checks in order; ``progress`` hears each one's name as it starts.
+
+    ``owners`` are extra harness specs for the conformance kit (see
+    :func:`toolswap.testing.harness.resolve_harness`).
+    """
+    extra = [(spec, resolve_harness(spec)) for spec in owners]  # refuse a bad one first
     steps: list[tuple[str, Callable[[], CheckRow]]] = [
         ("spec model", _spec_model),
         ("crash explorer", lambda: _crash_explorer(seeds)),
-        ("owner checks", _owner_checks),
     ]
+    for label, spec in (("SQLite", "sqlite"), ("in-memory", "memory")):
+        steps.append((f"owner conformance ({label})", _step(label, resolve_harness(spec))))
+    for spec, harness in extra:
+        label = "PostgreSQL" if spec.startswith("postgres") else spec
+        steps.append((f"owner conformance ({label})", _step(label, harness)))
     rows = []
     for name, step in steps:
         if progress is not None:
@@ -148,11 +170,17 @@ def run_checks(
     return rows
 
 
+def _step(label: str, harness: type[OwnerHarness]) -> Callable[[], CheckRow]:
+    return lambda: _conformance(label, harness)
+
+
 def _main(args: argparse.Namespace) -> int:
     if args.seeds < 1:
         raise UsageError("--seeds must be at least 1")
     rows = run_checks(
-        args.seeds, progress=lambda name: print(f"running {name} ...", file=sys.stderr)
+        args.seeds,
+        progress=lambda name: print(f"running {name} ...", file=sys.stderr),
+        owners=args.owner or (),
     )
     verdict = all(row.passed for row in rows)
     if args.json:

@@ -50,6 +50,7 @@ __all__ = [
     "StoreFault",
     "harness_import_path",
     "load_harness",
+    "resolve_harness",
 ]
 
 
@@ -183,3 +184,25 @@ def load_harness(spec: str) -> type[OwnerHarness]:
             "not a subclass of toolswap.testing.OwnerHarness"
         )
     return target
+
+
+_BUILT_IN = {
+    "sqlite": "toolswap.owners.sqlite:SQLiteHarness",
+    "memory": "toolswap.owners.memory:InMemoryHarness",
+}
+POSTGRES_DSN_ENV = "TOOLSWAP_POSTGRES_DSN"
+
+
+def resolve_harness(spec: str) -> type[OwnerHarness]:
+    """A harness from what a user types: ``module:attr``, ``sqlite``, ``memory``,
+    or a ``postgresql://`` URL (the PostgreSQL harness on that server).
+
+    A URL is handed to the harness, and to the child processes the kit starts,
+    through the ``TOOLSWAP_POSTGRES_DSN`` environment variable.
+    """
+    if spec in _BUILT_IN:
+        return load_harness(_BUILT_IN[spec])
+    if spec.startswith(("postgresql://", "postgres://")):
+        os.environ[POSTGRES_DSN_ENV] = spec
+        return load_harness("toolswap.owners.postgres:PostgresHarness")
+    return load_harness(spec)
