@@ -31,7 +31,6 @@ from ..owner import (
     OwnerConflictError,
     require_sealable,
 )
-
 from ..testing.harness import Capability, OwnerHarness
 
 __all__ = ["InMemoryHarness", "InMemoryOwner", "MemoryObservation"]
@@ -99,7 +98,7 @@ class InMemoryOwner:
 
     def new_handle(self) -> InMemoryOwner:
         """Another handle on the same store (same rows, same fences)."""
-        handle = InMemoryOwner.__new__(InMemoryOwner)
+        handle = type(self).__new__(type(self))
         handle._attach(self._store)
         return handle
 
@@ -191,9 +190,12 @@ class InMemoryHarness(OwnerHarness):
         Capability.FAULTS: "the in-memory store makes no store call that could fail",
     }
 
+    owner_class: type[InMemoryOwner] = InMemoryOwner
+    """The adapter class to open (a subclass of :class:`InMemoryOwner` may be put here)."""
+
     def __init__(self, workdir: str) -> None:
         super().__init__(workdir)
-        self._root = InMemoryOwner()
+        self._root = self.owner_class()
 
     def open_owner(self) -> InMemoryOwner:
         return self._root.new_handle()

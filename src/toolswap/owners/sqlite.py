@@ -47,7 +47,6 @@ from ..owner import (
     OwnerConflictError,
     require_sealable,
 )
-
 from ..testing.harness import OwnerHarness, StoreFault
 
 __all__ = ["SQLiteHarness", "SQLiteOwner", "SQLiteObservation", "TABLE"]
@@ -352,6 +351,9 @@ class SQLiteHarness(OwnerHarness):
     statement (``lost_ack``: its next ``COMMIT`` succeeds, then reports an error).
     """
 
+    owner_class: type[SQLiteOwner] = SQLiteOwner
+    """The adapter class to open (a subclass of :class:`SQLiteOwner` may be put here)."""
+
     def __init__(self, workdir: str) -> None:
         super().__init__(workdir)
         self.path = os.path.join(self.workdir, "owner.db")
@@ -360,7 +362,7 @@ class SQLiteHarness(OwnerHarness):
     def open_owner(self) -> SQLiteOwner:
         armed: list[StoreFault] = []
         factory = type("_HandleConnection", (_FaultableConnection,), {"armed": armed})
-        owner = SQLiteOwner(self.path, connection_factory=factory)
+        owner = self.owner_class(self.path, connection_factory=factory)
         self._faults[id(owner)] = armed
         return owner
 
