@@ -40,7 +40,7 @@ def _crash_explorer(bench: Bench) -> str:
 
     result = crash_explore_harness(bench.harness_cls, os.path.join(bench.workdir, "crash"))
     expect(result.passed, bench.redact("; ".join((result.summary, *result.details[:3]))))
-    return result.summary
+    return str(result.summary)
 
 
 @check(
@@ -54,4 +54,4 @@ def _protocol_machine(bench: Bench) -> str:
 
     result = run_protocol_machine(bench.harness_cls, os.path.join(bench.workdir, "protocol"))
     expect(result.passed, bench.redact("; ".join((result.summary, *result.details[:3]))))
-    return result.summary
+    return str(result.summary)

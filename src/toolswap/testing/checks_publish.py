@@ -229,3 +229,28 @@ def _failure_is_not_rejection(bench: Bench) -> str:
         if fault is StoreFault.LOST_ACK and outcome.ok:
             expect(seen.is_published(bench.first), f"after {fault}: {seen.describe()}")
     return "fail, timeout and lost acknowledgement never surface as a rejection"
+
+
+@check(
+    "O1.publish-durable-when-caller-killed",
+    "a returned publish is durable: it survives its caller's process being killed "
+    "(no close, no flush)",
+    needs=[Capability.OTHER_PROCESS],
+)
+def _durable_killed(bench: Bench) -> str:
+    txn = bench.txn("t")
+    child = bench.child()
+    child.send("publish", txn=txn, claim=bench.first.to_dict())
+    child.expect("calling", 30)
+    answer = child.expect("returned", 30)
+    expect(answer is not None, "the other process's publish did not return in 30 s")
+    assert answer is not None
+    outcome = bench.scanned(child.outcome(answer), "the other process's publish")
+    expect(outcome.ok, f"the other process's publish {outcome.describe()}")
+    child.kill()
+    seen = bench.observe(bench.open(), txn)
+    expect(
+        seen.is_published(bench.first),
+        f"after the publishing process was killed the fence saw {seen.describe()}",
+    )
+    return "a publish returned in a process that was then SIGKILLed is visible"

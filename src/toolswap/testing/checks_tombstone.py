@@ -328,3 +328,61 @@ def _seal_outside(bench: Bench) -> str:
     seen = bench.observe(owner, txn)
     expect(seen.is_fresh_absence, f"after the refused seal: {seen.describe()}")
     return "a seal outside its fence raises UsageError and writes nothing"
+
+
+def _killed_after(bench: Bench, op: str, txn: str) -> None:
+    """Let a child process ``op`` the id (return normally), then SIGKILL it."""
+    child = bench.child()
+    if op == "seal":
+        child.send("fence", txn=txn)
+        child.expect("calling", 30)
+        expect(child.expect("entered", 30) is not None, "the other process's fence failed")
+        child.send("seal")
+        sealed = child.expect("sealed", 30)
+        expect(sealed is not None, "the other process's seal did not answer in 30 s")
+        assert sealed is not None
+        outcome = bench.scanned(child.outcome(sealed), "the other process's seal")
+        expect(
+            outcome.ok and sealed["outcome"].get("value") is True,
+            f"the other process's seal {outcome.describe()}",
+        )
+    else:
+        child.send(op, txn=txn)
+        child.expect("calling", 30)
+        answer = child.expect("returned", 30)
+        expect(answer is not None, f"the other process's {op} did not return in 30 s")
+        assert answer is not None
+        outcome = bench.scanned(child.outcome(answer), f"the other process's {op}")
+        expect(outcome.ok, f"the other process's {op} {outcome.describe()}")
+    child.kill()
+
+
+@check(
+    "O3.tombstone-durable-when-caller-killed",
+    "a tombstone is durable when the seal returns: it survives the sealing process being "
+    "killed inside its fence",
+    needs=[Capability.OTHER_PROCESS],
+)
+def _tombstone_killed(bench: Bench) -> str:
+    txn = bench.txn("t")
+    _killed_after(bench, "seal", txn)
+    owner = bench.open()
+    seen = bench.observe(owner, txn)
+    expect(seen.is_tombstone, f"after the sealing process was killed: {seen.describe()}")
+    late = bench.publish(owner, txn, bench.first)
+    expect(late.kind is OutcomeKind.REJECTED, f"then a publish {late.describe()}")
+    return "a seal returned in a process that was then SIGKILLed holds"
+
+
+@check(
+    "O4.remove-durable-when-caller-killed",
+    "a returned remove is durable: it survives its caller's process being killed",
+    needs=[Capability.OTHER_PROCESS],
+)
+def _remove_killed(bench: Bench) -> str:
+    owner, txn = bench.open(), bench.txn("t")
+    expect(bench.publish(owner, txn, bench.first).ok, "publish failed")
+    _killed_after(bench, "remove", txn)
+    seen = bench.observe(bench.open(), txn)
+    expect(seen.is_tombstone, f"after the removing process was killed: {seen.describe()}")
+    return "a remove returned in a process that was then SIGKILLed holds"

@@ -195,7 +195,7 @@ class _Session:
         self.observation: OwnerObservation | None = None
 
     def obey(self, command: dict[str, Any]) -> None:
-        op, txn, emit = command["op"], command.get("txn"), self.emit
+        op, txn, emit = command["op"], str(command.get("txn")), self.emit
         if op in {"publish", "remove", "observe", "fence"}:
             emit("calling")
         if op == "publish":

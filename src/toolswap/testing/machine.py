@@ -163,8 +163,7 @@ _EXPECTS = {
     _CONFLICT: "raise OwnerConflictError",
 }
 _WHY_PUBLISH = {
-    _OK: "publishing onto an empty id, or the identity the id already holds, returns "
-    "normally (O1)",
+    _OK: "publishing onto an empty id, or the identity the id already holds, returns normally (O1)",
     _REJECTED: "a tombstone refuses every later publish and writes nothing (O3)",
     _CONFLICT: "another identity under a published id raises OwnerConflictError and "
     "changes nothing; A-twin shares A's source id and digest prefix but not its "
@@ -265,10 +264,15 @@ class OwnerMachine(RuleBasedStateMachine):
         self._can_fault = _offers(harness_cls, Capability.FAULTS, "inject_fault")
         self._handles: dict[str, ArtifactReferenceOwner | None] = dict.fromkeys(HANDLES)
         self._ids = {txn: _IdModel() for txn in TXNS}
+        self._last: dict[str, str] = {}  # the last call on each id, for failure messages
 
     # -- rules ------------------------------------------------------------------
 
-    @rule(handle=st.sampled_from(HANDLES), txn=st.sampled_from(TXNS), identity=st.sampled_from(IDENTITIES))
+    @rule(
+        handle=st.sampled_from(HANDLES),
+        txn=st.sampled_from(TXNS),
+        identity=st.sampled_from(IDENTITIES),
+    )
     def publish(self, handle: str, txn: str, identity: str) -> None:
         self._publish(handle, txn, identity, fault=None)
 
@@ -319,7 +323,7 @@ class OwnerMachine(RuleBasedStateMachine):
             elif verb == "remove":
                 self._remove(handle, txn, fault=fault)
             else:
-                seal = {"": "no", "+seal": "once", "+seal twice": "twice"}[op[len("fence"):]]
+                seal = {"": "no", "+seal": "once", "+seal twice": "twice"}[op[len("fence") :]]
                 self._fence(handle, txn, seal, fault=fault)
         finally:
             self._retire(handle)
@@ -387,6 +391,7 @@ class OwnerMachine(RuleBasedStateMachine):
         if exc is not None:
             self._scan(call, "its error message", str(exc))
         outcome = _classify(exc)
+        self._last[txn] = f"{call}, which {_did(outcome, exc)}"
         if outcome in (_USAGE, _ERROR):
             if fault is None:
                 self._fail(
@@ -426,7 +431,9 @@ class OwnerMachine(RuleBasedStateMachine):
         except Exception as exc:
             self._scan(call, "its error message", str(exc))
             if fault is None:
-                self._fail(f"{call} raised {type(exc).__name__} with no store fault armed: {exc}", exc)
+                self._fail(
+                    f"{call} raised {type(exc).__name__} with no store fault armed: {exc}", exc
+                )
             return  # "cannot tell" (O5): a fence writes nothing
         failure: OwnerMachineFailure | None = None
         try:
@@ -449,9 +456,7 @@ class OwnerMachine(RuleBasedStateMachine):
         if seal == "after":
             self._seal_after_block(call, txn, observation)
 
-    def _observe(
-        self, call: str, txn: str, obs: OwnerObservation, fault: str | None
-    ) -> int | None:
+    def _observe(self, call: str, txn: str, obs: OwnerObservation, fault: str | None) -> int | None:
         """Check the observation's shape (O8) and narrow the model; the observed abstract generation."""
         self._check_shape(call, txn, obs)
         model = self._ids[txn]
@@ -465,10 +470,15 @@ class OwnerMachine(RuleBasedStateMachine):
         same_state = [r for r in model.records if self._shows(r, obs)]
         seen = _show_observation(obs)
         if not same_state:
-            hint = " (O8: in doubt, answer UNKNOWN, never ABSENT)" if fault else ""
+            if fault:
+                hint = "in doubt, a fence answers UNKNOWN, never ABSENT or PUBLISHED (O8)"
+            else:
+                hint = _mismatch_hint(model.records, obs)
+            last = self._last.get(txn)
+            after = f" after {last}" if last else " (nothing was ever called on it)"
             self._fail(
-                f"{call} observed {seen}, but the model of {txn} expects "
-                f"{self._describe(model.records)}{hint}"
+                f"{call} observed {seen}, but the model of {txn}{after} expects "
+                f"{self._describe(model.records)}: {hint}"
             )
         fitting = [r for r in same_state if model.generation_fits(r.generation, obs.generation)]
         if not fitting:
@@ -502,6 +512,7 @@ class OwnerMachine(RuleBasedStateMachine):
         model = self._ids[txn]
         sealable = obs.state is ObservedState.ABSENT and not obs.sealed
         done = f"raised {type(exc).__name__}: {exc}" if exc is not None else f"returned {result!r}"
+        self._last[txn] = f"{what.replace(' inside ', ' in ')}, which {done}"
         if not sealable:
             if isinstance(exc, UsageError):
                 return
@@ -699,6 +710,33 @@ def _expected_text(
     if why is None:
         return " or ".join(_EXPECTS[k] for k in kinds)
     return "; or ".join(f"{_EXPECTS[k]} ({why[k]})" if k in why else _EXPECTS[k] for k in kinds)
+
+
+def _mismatch_hint(records: Iterable[spec.OwnerRecord], obs: OwnerObservation) -> str:
+    """The promise an observation that no possible record explains most likely breaks."""
+    states = {r.state for r in records}
+    published = obs.state is ObservedState.PUBLISHED
+    if spec.OwnerState.TOMBSTONED in states:
+        if published:
+            return "a tombstone refuses every later publish and writes nothing (O2, O3)"
+        return (
+            "once remove or a seal returns, a tombstone is durable and final, and the fence "
+            "reports it as sealed=True (O3, O4, O8)"
+        )
+    if spec.OwnerState.PUBLISHED in states:
+        if published:
+            return (
+                "the identity is (source id, full digest); publishing another identity "
+                "changes nothing (O1)"
+            )
+        return (
+            "a published reference is durable and visible to every later fence through any "
+            "handle, and ABSENT is read from the authoritative store, never a cache (O1, O8)"
+        )
+    return (
+        "nothing was written for this id: a rejection or a conflict writes nothing, and "
+        "only remove or a seal makes a tombstone (O1, O2, O6)"
+    )
 
 
 def _show_record(record: spec.OwnerRecord) -> str:

@@ -240,7 +240,11 @@ def run_conformance(
         raise UsageError("repeat must be at least 1")
     chosen = checks_named(None if checks is None else list(checks))
     owned = workroot is None
-    root = tempfile.mkdtemp(prefix="toolswap-conformance-") if owned else os.fspath(workroot)
+    root = (
+        tempfile.mkdtemp(prefix="toolswap-conformance-")
+        if workroot is None
+        else os.fspath(workroot)
+    )
     started = time.perf_counter()
     try:
         os.makedirs(root, exist_ok=True)
