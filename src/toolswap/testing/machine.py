@@ -63,10 +63,11 @@ Refinement mapping (adapter promises onto the spec model)
   keeps a **set** of possible records per id.  A normal return means applied;
   ``ArtifactPublicationRejected`` means tombstoned and nothing written (O2: it
   is consistent only with records that are tombstoned); ``OwnerConflictError``
-  means another identity held the id; any other exception keeps both the old
-  and the applied record.  The next observation narrows the set.  Under a fault
-  a fence may raise or answer UNKNOWN, but an ABSENT or PUBLISHED answer must
-  match one of the possible records (O8: in doubt, UNKNOWN, never ABSENT).
+  means another identity held the id; any other exception (and any exception
+  from ``remove``, O4) keeps both the old and the applied record.  The next
+  observation narrows the set.  Under a fault a fence may raise or answer
+  UNKNOWN, but an ABSENT or PUBLISHED answer must match one of the possible
+  records (O8: in doubt, UNKNOWN, never ABSENT).
 
 Entry points: :func:`owner_machine` (a machine class bound to a harness; run it
 as ``owner_machine(MyHarness, root).TestCase``) and :func:`run_owner_machine`
@@ -80,13 +81,14 @@ import os
 import shutil
 import tempfile
 import time
+import types
 from collections.abc import Callable, Iterable, Mapping
 from contextlib import ExitStack
-from typing import ClassVar, NoReturn
+from typing import ClassVar, NoReturn, cast
 
 import attrs
 import hypothesis
-from hypothesis import HealthCheck, Verbosity, settings
+from hypothesis import HealthCheck, Phase, Verbosity, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, precondition, rule, run_state_machine_as_test
 
@@ -146,7 +148,7 @@ CLAIMS: Mapping[str, ArtifactRetentionClaim] = {
 }
 _DIGEST = {"A": 1, "B": 2, "A-twin": 3}
 _NAME_OF_DIGEST = {digest: name for name, digest in _DIGEST.items()}
-_NAME_OF_IDENTITY = {
+_NAME_OF_IDENTITY: dict[tuple[str | None, str | None], str] = {
     (claim.source_id, claim.content_sha256): name for name, claim in CLAIMS.items()
 }
 
@@ -264,7 +266,9 @@ class OwnerMachine(RuleBasedStateMachine):
         self._can_fault = _offers(harness_cls, Capability.FAULTS, "inject_fault")
         self._handles: dict[str, ArtifactReferenceOwner | None] = dict.fromkeys(HANDLES)
         self._ids = {txn: _IdModel() for txn in TXNS}
-        self._last: dict[str, str] = {}  # the last call on each id, for failure messages
+        # The last call that touched each id, and its handle, for failure messages.
+        self._last: dict[str, str] = {}
+        self._last_handle: dict[str, str] = {}
 
     # -- rules ------------------------------------------------------------------
 
@@ -363,6 +367,7 @@ class OwnerMachine(RuleBasedStateMachine):
             exc = caught
         model = self._ids[txn]
         expected = {r: _expect_publish(r, _DIGEST[identity]) for r in model.records}
+        self._last_handle[txn] = handle
         self._settle(call, txn, exc, expected, fault, _WHY_PUBLISH)
 
     def _remove(self, handle: str, txn: str, fault: str | None) -> None:
@@ -375,7 +380,9 @@ class OwnerMachine(RuleBasedStateMachine):
             exc = caught
         expected = {r: _expect_remove(r) for r in self._ids[txn].records}
         why = {_OK: "remove is idempotent: it returns once a tombstone is durable (O4)"}
-        self._settle(call, txn, exc, expected, fault, why)
+        self._last_handle[txn] = handle
+        # For remove every exception means "maybe removed" (O4), whatever its type.
+        self._settle(call, txn, exc, expected, fault, why, typed_errors=False)
 
     def _settle(
         self,
@@ -385,12 +392,16 @@ class OwnerMachine(RuleBasedStateMachine):
         expected: Mapping[spec.OwnerRecord, tuple[str, spec.OwnerRecord]],
         fault: str | None,
         why: Mapping[str, str],
+        *,
+        typed_errors: bool = True,
     ) -> None:
         """Narrow the id's possible records to those that explain what the call did."""
         model = self._ids[txn]
         if exc is not None:
             self._scan(call, "its error message", str(exc))
         outcome = _classify(exc)
+        if not typed_errors and outcome in (_REJECTED, _CONFLICT):
+            outcome = _ERROR
         self._last[txn] = f"{call}, which {_did(outcome, exc)}"
         if outcome in (_USAGE, _ERROR):
             if fault is None:
@@ -439,8 +450,9 @@ class OwnerMachine(RuleBasedStateMachine):
         try:
             with stack:
                 try:
-                    observed = self._observe(call, txn, observation, fault)
+                    observed = self._observe(handle, call, txn, observation, fault)
                     if seal in ("once", "twice"):
+                        self._last_handle[txn] = handle
                         self._seal(call, txn, observation, observed, fault, second=False)
                     if seal == "twice":
                         self._seal(call, txn, observation, observed, fault, second=True)
@@ -456,8 +468,10 @@ class OwnerMachine(RuleBasedStateMachine):
         if seal == "after":
             self._seal_after_block(call, txn, observation)
 
-    def _observe(self, call: str, txn: str, obs: OwnerObservation, fault: str | None) -> int | None:
-        """Check the observation's shape (O8) and narrow the model; the observed abstract generation."""
+    def _observe(
+        self, handle: str, call: str, txn: str, obs: OwnerObservation, fault: str | None
+    ) -> int | None:
+        """Check the shape (O8), narrow the model; return the observed abstract generation."""
         self._check_shape(call, txn, obs)
         model = self._ids[txn]
         if obs.state is ObservedState.UNKNOWN:
@@ -474,8 +488,13 @@ class OwnerMachine(RuleBasedStateMachine):
                 hint = "in doubt, a fence answers UNKNOWN, never ABSENT or PUBLISHED (O8)"
             else:
                 hint = _mismatch_hint(model.records, obs)
+                if self._last_handle.get(txn, handle) != handle:
+                    hint += (
+                        f"; that change came through {self._last_handle[txn]}, and every "
+                        "handle's fence must read the authoritative store, never a cache"
+                    )
             last = self._last.get(txn)
-            after = f" after {last}" if last else " (nothing was ever called on it)"
+            after = f" after {last}," if last else " (nothing was ever called on it)"
             self._fail(
                 f"{call} observed {seen}, but the model of {txn}{after} expects "
                 f"{self._describe(model.records)}: {hint}"
@@ -486,7 +505,7 @@ class OwnerMachine(RuleBasedStateMachine):
         model.records = frozenset(fitting)
         abstracts = {r.generation for r in fitting}
         if len(abstracts) == 1:
-            (abstract,) = abstracts
+            abstract = int(next(iter(abstracts)))
             model.bind(abstract, obs.generation)
             return abstract
         return None
@@ -761,7 +780,7 @@ def _show_observation(obs: OwnerObservation) -> str:
 def owner_machine(
     harness_cls: type[OwnerHarness], workroot: str | os.PathLike[str]
 ) -> type[OwnerMachine]:
-    """The owner machine bound to ``harness_cls``; each example uses a new folder under ``workroot``.
+    """The owner machine bound to ``harness_cls``; each example gets a new folder in ``workroot``.
 
     ``TestMyOwner = owner_machine(MyHarness, root).TestCase`` runs it under
     pytest or unittest with the active Hypothesis settings.
@@ -776,8 +795,8 @@ def owner_machine(
         "__qualname__": name,
         "__doc__": f"The owner machine bound to {harness_cls.__qualname__}.",
     }
-    bound: type[OwnerMachine] = type(OwnerMachine)(name, (OwnerMachine,), namespace)
-    return bound
+    bound = types.new_class(name, (OwnerMachine,), exec_body=lambda ns: ns.update(namespace))
+    return cast("type[OwnerMachine]", bound)
 
 
 def run_owner_machine(
@@ -803,6 +822,8 @@ def run_owner_machine(
         deadline=None,
         database=None,
         derandomize=seed is None and bool(os.environ.get("CI")),
+        # No explain phase: it costs more than the search, and the steps say enough.
+        phases=(Phase.explicit, Phase.generate, Phase.shrink),
         print_blob=False,
         report_multiple_bugs=False,
         suppress_health_check=list(HealthCheck),
@@ -811,7 +832,7 @@ def run_owner_machine(
     who = harness_cls.__name__
     started = time.perf_counter()
     try:
-        run_state_machine_as_test(machine, settings=config)
+        run_state_machine_as_test(machine, settings=config)  # type: ignore[no-untyped-call]
     except Exception as exc:
         steps = [str(n) for n in getattr(exc, "__notes__", ())]
         count = sum(1 for s in steps if s.startswith("state.") and s != "state.teardown()")
@@ -821,7 +842,10 @@ def run_owner_machine(
             headline = headline[:237] + "..."
         return MachineResult(
             passed=False,
-            summary=f"owner machine on {who}: FAILED, shrunk to {count} steps: {headline}",
+            summary=(
+                f"owner machine on {who}: FAILED, shrunk to {count} "
+                f"step{'' if count == 1 else 's'}: {headline}"
+            ),
             failure="\n".join([*steps, error]),
         )
     elapsed = time.perf_counter() - started
