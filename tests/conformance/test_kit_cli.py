@@ -127,3 +127,17 @@ def test_a_known_failure_that_passes_fails_the_run() -> None:
     done = _run(f"{H}:WronglyKnownHarness", "--check", "O1.publish-visible-to-next-fence")
     assert done.returncode == 1
     assert "XPASS" in done.stdout
+
+
+def test_a_harness_a_child_cannot_import_skips_the_process_checks_with_a_reason() -> None:
+    from toolswap.owners.memory import InMemoryHarness
+    from toolswap.testing import Capability, run_conformance
+
+    class Local(InMemoryHarness):
+        unsupported = {
+            k: v for k, v in InMemoryHarness.unsupported.items() if k != Capability.OTHER_PROCESS
+        }
+
+    result = run_conformance(Local, checks=["O1.publish-visible-to-other-process"]).results[0]
+    assert result.outcome == "skip"
+    assert "a child process cannot import the harness" in result.message

@@ -182,6 +182,13 @@ class Bench:
         declared = self.harness_cls.unsupported.get(capability)
         if declared:
             return declared
+        if capability is Capability.OTHER_PROCESS:
+            path = harness_import_path(self.harness_cls)
+            if path.startswith("__main__:") or "<locals>" in path:
+                return (
+                    f"a child process cannot import the harness ({path}); define it at the "
+                    "top level of an importable module, or set its `import_path`"
+                )
         method = {
             Capability.RESTART: "restart_store",
             Capability.FAULTS: "inject_fault",
