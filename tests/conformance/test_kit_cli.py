@@ -92,7 +92,10 @@ def test_list_shows_every_check_id_once(capsys: pytest.CaptureFixture[str]) -> N
     [
         ("no_such_module_xyz:Harness", "cannot import module 'no_such_module_xyz'"),
         (f"{H}:Missing", "has no attribute 'Missing'"),
-        ("toolswap.owners.sqlite:SQLiteOwner", "not a subclass of toolswap.testing.OwnerHarness"),
+        (
+            "toolswap.owners.sqlite:SQLiteOwner",
+            "is a class, but not a subclass of toolswap.testing",
+        ),
         ("nocolon", "expected module:attr"),
         (f"{H}:WrongTypeHarness", "returned a object, which has no publish() (not an owner)"),
         (f"{H}:SharedHandleHarness", "returned the same object twice"),

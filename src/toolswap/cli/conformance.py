@@ -69,6 +69,9 @@ def _main(args: argparse.Namespace) -> int:
     from ..testing.reports import render_json, render_junit, render_markdown, render_table
     from ..testing.runner import run_conformance
 
+    # As `python -m` does: a harness module in the current folder is importable.
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
     harness = resolve_harness(args.harness)
     chosen = [c.id for c in checks_named(args.check)]
     if args.quick:

@@ -167,8 +167,12 @@ def load_harness(spec: str) -> type[OwnerHarness]:
     try:
         module = importlib.import_module(module_name)
     except Exception as exc:
+        hint = ""
+        if isinstance(exc, ModuleNotFoundError) and exc.name == module_name.split(".")[0]:
+            hint = "; is its folder on PYTHONPATH?"
         raise HarnessError(
-            f"harness {spec!r}: cannot import module {module_name!r} ({type(exc).__name__}: {exc})"
+            f"harness {spec!r}: cannot import module {module_name!r} "
+            f"({type(exc).__name__}: {exc}){hint}"
         ) from exc
     target: Any = module
     for part in attr.split("."):
@@ -179,9 +183,10 @@ def load_harness(spec: str) -> type[OwnerHarness]:
                 f"harness {spec!r}: {module_name!r} has no attribute {attr!r}"
             ) from None
     if not (isinstance(target, type) and issubclass(target, OwnerHarness)):
+        what = "a class" if isinstance(target, type) else f"a {type(target).__name__}"
         raise HarnessError(
-            f"harness {spec!r}: {attr!r} is a {type(target).__name__}, "
-            "not a subclass of toolswap.testing.OwnerHarness"
+            f"harness {spec!r}: {attr!r} is {what}, but not a subclass of "
+            "toolswap.testing.OwnerHarness"
         )
     return target
 
