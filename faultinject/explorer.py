@@ -19,20 +19,24 @@ A :class:`Scenario` has a *setup* (made durable, never crashed) and a *run*
    orphan TTL expired, and one new externalization;
 4. once per target (``recovery_crashes``), crashes the *recovery* too, at a
    seeded I/O operation of it, and recovers again from scratch;
-5. checks the invariants of DESIGN section 8 on what is left.
+5. checks the invariants of DESIGN section 8 on what is left (the owner only
+   through its protocol: see "Any owner" below).
 
 Checked after every crash state:
 
-* **S1** every reference visible in the owner, in flight, or protected by a
+* **S1** every reference visible in the owner, maybe still landing (a publish
+  that failed in doubt, on an id not tombstoned), or protected by a
   PREPARED lease names an artifact that exists with its full digest; every
   externalization that returned left a durable artifact; and *at the moment of
   every unlink* in ``tool-results/`` no live lease (PREPARED, or COMMITTED and
   not expired) in the journal names the file (a lease that recovery resolves
   later does not excuse an earlier deletion).
-* **S2** at the moment the owner makes a reference visible, the journal's
-  *durable* bytes already hold that transaction's PREPARED record.
+* **S2** at every publish call that may have written (it returned, or failed
+  with anything but a rejection), the journal's *durable* bytes already held
+  that transaction's PREPARED record.
 * **S3** an ABORTED transaction is tombstoned or was explicitly rejected by the owner.
-* **S4** a RELEASED transaction's reference is gone from the owner (tombstoned).
+* **S4** a RELEASED transaction's reference is gone from the owner and its
+  tombstone is there (O4: a late replay cannot resurrect it).
 * **S5** at most one terminal record per transaction in the journal file.
 * **S6** the journal opens after every crash (a verified prefix plus at most
   one torn tail); no artifact's bytes change; a new externalization never
@@ -53,17 +57,32 @@ session's objects and helpers that keep the bookkeeping the checks need::
         world.publish(world.externalize(), "t1")
 
     def run(world):                        # crashed at every I/O op and crash point
-        world.owner.arm("lost_ack")        # any CrashableOwner fault
+        world.arm("lost_ack")              # an owner fault, by its built-in name
         world.publish(world.refs["tool_result_001.txt"], "t2")
 
     CrashExplorer([Scenario(name="mine", setup=setup, run=run)]).explore()
 
 Use ``world.externalize()``, ``world.prepare(ref, txn)``, ``world.publish(ref,
-txn)``, ``world.remove(txn)``, ``world.gc()``, ``world.memory`` (transaction id ->
+txn)``, ``world.remove(txn)``, ``world.gc()``, ``world.arm(fault)`` (an owner
+fault by its built-in name), ``world.hold(txn, claim)`` (the owner holds a
+reference published behind the journal's back), ``world.memory`` (transaction id ->
 the :class:`ArtifactMemoryReference` the agent's Memory keeps; a scenario may
 tamper with it) and ``world.journal``/``world.ext``/``world.owner``/
-``world.disk`` directly.  Errors listed in ``Scenario.expected_errors`` end a
-run quietly; any other exception is reported as ``run_error``.
+``world.disk`` directly.  Errors listed in ``Scenario.expected_errors``, and
+the "maybe written" errors an owner raised (whatever their type), end a run
+quietly; any other exception is reported as ``run_error``.
+
+Any owner
+---------
+``CrashExplorer(owner=factory)`` explores with a fresh owner per crash state
+from ``factory`` (an :class:`~toolswap.faultinject.owner_source.OwnerSource`:
+:func:`~toolswap.faultinject.owner_source.harness_sources` builds them from an
+adapter's :class:`~toolswap.testing.OwnerHarness`).  A crash of the owner
+means what it means for that store (rule 3 of :mod:`.owner_source`).  Every
+check of S1-S7 learns what the owner holds through the protocol only: a
+fence on each transaction id the scenario knows (the view), and the
+rejections watched at the call sites.  A scenario whose owner fault the owner
+cannot show is skipped and reported (``ExplorationResult.skipped``).
 """
 
 from __future__ import annotations
@@ -94,7 +113,8 @@ from toolswap.journal_format import Phase
 from toolswap.owner import ArtifactPublicationRejected, owner_publisher, owner_remover
 
 from .disk import CRASH_MODES, TORN_GRANULARITIES, Chooser, SimulatedCrash, SimulatedDisk
-from .owner import CrashableOwner, OwnerFault
+from .owner import OwnerFault
+from .owner_source import CrashableSource, OwnerFaultUnsupported, OwnerSource, WatchedOwner
 
 __all__ = [
     "CrashExplorer",
@@ -164,8 +184,12 @@ class _WatchedDisk(SimulatedDisk):
 class World:
     """One simulated machine plus an owner process, and what the run promised.
 
-    ``disk`` (a :class:`SimulatedDisk`), ``owner`` (a :class:`CrashableOwner`),
-    ``ext`` and ``journal`` (rebuilt fresh after a crash), ``refs`` (artifact
+    ``disk`` (a :class:`SimulatedDisk`), ``source`` (the
+    :class:`~toolswap.faultinject.owner_source.OwnerSource`: by default the
+    built-in :class:`~toolswap.faultinject.owner.CrashableOwner`), ``owner``
+    (its handle, watched: the journal and scenarios call this one; it also
+    arms faults by their built-in names), ``ext`` and ``journal`` (rebuilt
+    fresh after a crash), ``refs`` (artifact
     name -> the reference its externalization returned), ``expected`` (name ->
     bytes that must be durable), ``claims`` (transaction id -> claim),
     ``memory`` (transaction id -> the Memory record the agent keeps for it).
@@ -177,13 +201,14 @@ class World:
 
     current: ClassVar[World | None] = None
 
-    def __init__(self) -> None:
+    def __init__(self, owner: OwnerSource | None = None) -> None:
         World.current = self
         self.disk = _WatchedDisk(time_base_ns=int(T0 * 1e9))
         self.disk.after_unlink = self._check_unlink
         self.disk.io_log = []
         self.now = T0 + 10.0
-        self.owner = CrashableOwner(before_publish=self._check_prepared_durable)
+        self.source = CrashableSource() if owner is None else owner
+        self.owner = WatchedOwner(self.source, prepared_durable=self._prepared_durable)
         self.expected: dict[str, bytes] = {}  # name -> bytes that must be durable (returned)
         self.names_ever: set[str] = set()  # every name an externalization returned, ever
         self.refs: dict[str, ArtifactReference] = {}  # name -> reference, as returned
@@ -235,6 +260,15 @@ class World:
     def remove(self, txn: str) -> None:
         self.journal.remove_reference(txn, owner_remover(self.owner, txn))
 
+    def hold(self, txn: str, claim: ArtifactRetentionClaim) -> None:
+        """The owner holds ``claim`` under ``txn``, published behind the journal's back."""
+        self.owner.touched.add(txn)
+        self.source.handle.publish(txn, claim)
+
+    def arm(self, fault: OwnerFault, times: int = 1) -> None:
+        """Arm an owner fault by its built-in name (see :mod:`.owner_source` for harnesses)."""
+        self.owner.arm(fault, times)
+
     def prepare(self, ref: ArtifactReference, txn: str) -> None:
         claim = self.claim_for(ref)
         self.claims[txn] = claim
@@ -273,14 +307,20 @@ class World:
             if _filename(intent.get("source_id")) == name:
                 self.violations.append(("S1", f"{name} unlinked while {txn} ({phase}) protects it"))
 
-    # -- S2, checked by the owner at the moment of publication ---------------------
+    # -- S2, checked at every publish call that may write -------------------------
 
-    def _check_prepared_durable(self, txn: str, claim: ArtifactRetentionClaim) -> None:
+    def _prepared_durable(self, txn: str) -> bool:
         data = self.disk.durable_read(posixpath.join(SESSION, "retention-leases.jsonl"))
         for record in _records(data or b""):
             if record.get("transaction_id") == txn and record.get("phase") == "PREPARED":
-                return
-        self.violations.append(("S2", f"{txn} became visible before PREPARED was durable"))
+                return True
+        return False
+
+    def s2_violations(self) -> list[tuple[str, str]]:
+        return [
+            ("S2", f"{txn} became visible before PREPARED was durable")
+            for txn in self.owner.s2_violations
+        ]
 
 
 def _filename(source_id: object) -> str | None:
@@ -342,7 +382,7 @@ def _prepared(world: World) -> None:
 
 def _prepared_and_published(world: World) -> None:
     _prepared(world)
-    world.owner.inner.publish("t1", world.claims["t1"])
+    world.hold("t1", world.claims["t1"])
 
 
 def _run_externalize(world: World) -> None:
@@ -353,13 +393,13 @@ def _conflicting(world: World) -> None:
     """t1 is PREPARED for 001, but the owner holds t1 with 002's identity."""
     _prepared(world)
     other = world.claim_for(world.externalize())
-    world.owner.inner.publish("t1", other)
+    world.hold("t1", other)
 
 
 def _run_reconcile(fault: OwnerFault | None) -> Callable[[World], None]:
     def run(world: World) -> None:
         if fault is not None:
-            world.owner.arm(fault)
+            world.arm(fault)
         world.journal.reconcile_pending(world.owner)
 
     return run
@@ -368,7 +408,7 @@ def _run_reconcile(fault: OwnerFault | None) -> Callable[[World], None]:
 def _run_remove(fault: OwnerFault | None) -> Callable[[World], None]:
     def run(world: World) -> None:
         if fault is not None:
-            world.owner.arm(fault)
+            world.arm(fault)
         world.journal.remove_reference("t1", owner_remover(world.owner, "t1"))
 
     return run
@@ -422,7 +462,7 @@ def _run_after_torn_tail(world: World) -> None:
 def _publish_t2(fault: OwnerFault | None) -> Callable[[World], None]:
     def run(world: World) -> None:
         if fault is not None:
-            world.owner.arm(fault)
+            world.arm(fault)
         world.publish(world.refs["tool_result_001.txt"], "t2")
 
     return run
@@ -551,7 +591,7 @@ def _misuse_abort_on_uncertain(world: World) -> None:
     claim = world.claim_for(ref)
     world.claims["t2"] = claim
     world.journal.prepare(claim, "t2")
-    world.owner.arm("lost_ack")
+    world.arm("lost_ack")
     try:
         world.owner.publish("t2", claim)
     except ConnectionError:
@@ -631,11 +671,15 @@ def _run_guarded(world: World, scenario: Scenario) -> bool:
     """Run the scenario; True if the disk crashed during it."""
     try:
         scenario.run(world)
+    except OwnerFaultUnsupported:
+        raise  # this owner cannot show the scenario's fault: the explorer skips it
     except SimulatedCrash:
         return True
     except scenario.expected_errors:
         return False
     except Exception as exc:  # an uncrashed step failed: report it, keep exploring
+        if world.owner.maybe_written(exc):
+            return False  # the owner's own "maybe written" error, whatever its type (O2)
         world.violations.append(("run_error", f"{type(exc).__name__}: {exc}"))
     return False
 
@@ -649,26 +693,32 @@ def run_state(
     seed: str = "",
     recovery_crash_at: int | None = None,
     check: Callable[[World, dict[str, bytes]], list[tuple[str, str]]] | None = None,
+    owner: Callable[[], OwnerSource] | None = None,
 ) -> tuple[list[Violation], list[Violation], World]:
     """Build, run with one armed crash, reboot, recover and check: (violations, progress, world).
 
     ``recovery_crash_at=k`` crashes the recovery itself before its k-th I/O
     operation (same mode), then recovers again from scratch before checking.
     ``world.recovery_ops`` tells how many I/O operations the (last) recovery made.
+    ``owner`` makes the fresh owner source of this crash state (default: the
+    built-in owner); the source is closed before returning.
     """
-    world = World()
-    scenario.setup(world)
-    world.disk.disarm()
-    world.disk.io_log = []
-    _arm(world, target)
-    _run_guarded(world, scenario)
-    world.disk.disarm()
-    chooser = Chooser(random.Random(seed))
-    world.disk.crash(mode, chooser, granularity=granularity)
-    return (
-        *_recover_and_check(world, scenario, chooser, check, mode, granularity, recovery_crash_at),
-        world,
-    )
+    world = World(None if owner is None else owner())
+    try:
+        scenario.setup(world)
+        world.disk.disarm()
+        world.disk.io_log = []
+        _arm(world, target)
+        _run_guarded(world, scenario)
+        world.disk.disarm()
+        chooser = Chooser(random.Random(seed))
+        world.disk.crash(mode, chooser, granularity=granularity)
+        found = _recover_and_check(
+            world, scenario, chooser, check, mode, granularity, recovery_crash_at
+        )
+    finally:
+        world.source.close()
+    return (*found, world)
 
 
 def _tool_results(disk: SimulatedDisk) -> dict[str, bytes]:
@@ -692,7 +742,7 @@ def _recover_and_check(
     found: list[tuple[str, str]] = []
     progress: list[tuple[str, str]] = []
     disk = world.disk
-    owner = world.owner
+    owner = world.source  # crashes, in-flight writes: the owner's own mechanics
     journal_path = posixpath.join(SESSION, "retention-leases.jsonl")
     results = posixpath.join(SESSION, "tool-results")
     before = _tool_results(disk)
@@ -721,17 +771,24 @@ def _recover_and_check(
     disk.disarm()  # an arm past the end of recovery must not fire in the checks
     world.recovery_ops = disk.io_count - start
     if not ok:
-        return _finish(found + world.violations, progress)
+        return _finish(found + world.s2_violations() + world.violations, progress)
     recovery = world.journal.recover()
     after = _tool_results(disk)
     states = dict(recovery.states)
-    # S1: visible, in flight or pending references name intact artifacts
+    # what the owner holds, learned through its fences only (healed by now)
+    view = world.owner.view({*world.claims, *states})
+    if view.unanswered:
+        found.append(("view", f"the healed owner cannot tell: {', '.join(view.unanswered)}"))
+    visible = view.visible()
+    # S1: visible, maybe still landing, or pending references name intact artifacts
     must_exist: dict[str, str] = {}
-    for txn, (source, _digest) in owner.visible().items():
+    for txn, (source, _digest) in visible.items():
         must_exist[txn] = source
-    for txn, claim in owner.in_flight:
-        if not owner.tombstoned(txn):  # a tombstone refuses the late write (O3)
-            must_exist[txn] = claim.source_id
+    for txn, claim in world.owner.uncertain.items():
+        seen = view.seen.get(txn)
+        if seen is not None and seen.kind in ("tombstone", "published"):
+            continue  # a tombstone refuses a late write (O3); a visible one is counted above
+        must_exist[txn] = claim.source_id
     for txn in recovery.pending_transaction_ids:
         must_exist[txn] = recovery.transactions[txn].source_id
     for txn, source in sorted(must_exist.items()):
@@ -744,12 +801,14 @@ def _recover_and_check(
             found.append(("S1", f"{held} changed while {txn} references it"))
     # S3 and S4
     for txn, phase in states.items():
-        if phase is Phase.ABORTED and not (owner.tombstoned(txn) or txn in owner.rejected):
+        if phase is Phase.ABORTED and not (view.tombstoned(txn) or txn in world.owner.rejected):
             found.append(("S3", f"{txn} ABORTED without a tombstone or rejection"))
-        if phase is Phase.ABORTED and txn in owner.visible():
+        if phase is Phase.ABORTED and txn in visible:
             found.append(("S3", f"{txn} ABORTED but visible in the owner"))
-        if phase is Phase.RELEASED and txn in owner.visible():
+        if phase is Phase.RELEASED and txn in visible:
             found.append(("S4", f"{txn} RELEASED while the owner still holds it"))
+        elif phase is Phase.RELEASED and not view.tombstoned(txn):
+            found.append(("S4", f"{txn} RELEASED but no tombstone refuses a late write (O4)"))
     # S5: one resolution (COMMITTED or ABORTED) and at most one RELEASED per transaction
     records = _records(disk.read_file(journal_path)) if disk.exists(journal_path) else []
     for phases, label in ((RESOLUTIONS, "COMMITTED/ABORTED"), ({"RELEASED"}, "RELEASED")):
@@ -790,7 +849,7 @@ def _recover_and_check(
             progress.append(("L1", f"unreferenced {survivor} survived GC past its TTL"))
     if check is not None:
         found.extend(check(world, before))
-    return _finish(found + world.violations, progress)
+    return _finish(found + world.s2_violations() + world.violations, progress)
 
 
 def _recover(
@@ -801,7 +860,7 @@ def _recover(
     Returns False when recovery could not proceed (the reason is in ``found``).
     A :class:`SimulatedCrash` propagates (a crash during recovery).
     """
-    owner = world.owner
+    owner = world.owner  # the watched handle: faults by name, rejections recorded
     world.ext = world.new_externalizer()
     try:
         world.journal = world.new_journal()
@@ -821,7 +880,7 @@ def _recover(
                 found.append(("S3", f"{report.transaction_id} resolved on a faulty owner's answer"))
         owner.heal()
         if late_delivery:
-            owner.deliver_in_flight()
+            world.source.deliver_in_flight()
         world.journal.reconcile_pending(owner)
         world.gc()
     except Exception as exc:
@@ -883,6 +942,7 @@ class ExplorationResult:
     crash_point_states: Counter[str] = attrs.field(factory=Counter)
     recovery_crash_states: int = 0
     per_scenario: dict[str, int] = attrs.field(factory=dict)
+    skipped: dict[str, str] = attrs.field(factory=dict)  # scenario -> why this owner cannot
     known_points: tuple[str, ...] = ()
     seconds: float = 0.0
 
@@ -910,6 +970,7 @@ class ExplorationResult:
             },
             "uncovered_crash_points": self.uncovered,
             "per_scenario": dict(self.per_scenario),
+            "skipped_scenarios": dict(self.skipped),
             "seconds": round(self.seconds, 2),
         }
 
@@ -932,6 +993,12 @@ class CrashExplorer:
     granularity and for ``dir_subset``; ``drop`` is deterministic and runs once.
     Violations of the invariants in ``ignore`` are counted apart and do not
     count as violations.
+
+    ``owner`` makes a fresh :class:`~toolswap.faultinject.owner_source.OwnerSource`
+    for every crash state (default: the built-in crashable owner); a scenario
+    whose owner fault that owner cannot show is skipped and listed in
+    :attr:`ExplorationResult.skipped` with the reason, never counted as passed.
+    ``targets`` restricts the crash targets by kind (``io``, ``point``, ``end``).
     """
 
     def __init__(
@@ -943,6 +1010,8 @@ class CrashExplorer:
         max_violations: int = 50,
         ignore: Iterable[str] = (),
         recovery_crashes: int = 1,
+        owner: Callable[[], OwnerSource] | None = None,
+        target_kinds: Iterable[str] = ("io", "point", "end"),
     ) -> None:
         if seeds < 1:
             raise ValueError("seeds must be >= 1")
@@ -957,22 +1026,38 @@ class CrashExplorer:
         if recovery_crashes < 0:
             raise ValueError("recovery_crashes must be >= 0")
         self.recovery_crashes = recovery_crashes
+        self.owner = owner
+        self.target_kinds = frozenset(target_kinds)
+        unknown = sorted(self.target_kinds - {"io", "point", "end"})
+        if unknown:
+            raise ValueError(f"unknown target kinds {unknown}; want some of io, point, end")
 
     def targets(self, scenario: Scenario) -> list[Target]:
-        """Every I/O op and crash-point pass of one uncrashed run, plus its end."""
-        world = World()
-        scenario.setup(world)
-        disk = world.disk
-        start_io = disk.io_count
-        start_points = len(disk.crash_points_seen)
-        _run_guarded(world, scenario)
+        """Every I/O op and crash-point pass of one uncrashed run, plus its end.
+
+        Raises :class:`OwnerFaultUnsupported` when the owner cannot show a fault
+        the scenario arms (in its run or its recovery).
+        """
+        world = World(None if self.owner is None else self.owner())
+        try:
+            for fault in scenario.recovery_faults:
+                reason = world.source.unsupported(fault)
+                if reason is not None:
+                    raise OwnerFaultUnsupported(fault, reason)
+            scenario.setup(world)
+            disk = world.disk
+            start_io = disk.io_count
+            start_points = len(disk.crash_points_seen)
+            _run_guarded(world, scenario)
+        finally:
+            world.source.close()
         targets = [Target("io", nth=k) for k in range(1, disk.io_count - start_io + 1)]
         seen: Counter[str] = Counter()
         for name in disk.crash_points_seen[start_points:]:
             seen[name] += 1
             targets.append(Target("point", name, seen[name]))
         targets.append(Target("end"))
-        return targets
+        return [t for t in targets if t.kind in self.target_kinds]
 
     def variants(self) -> list[tuple[str, int | None, int]]:
         """(mode, torn granularity, seed index) for every crash of one target."""
@@ -991,12 +1076,19 @@ class CrashExplorer:
         result = ExplorationResult(known_points=known_crash_points())
         for scenario in self.scenarios:
             count = 0
-            for target in self.targets(scenario):
+            try:
+                targets = self.targets(scenario)
+            except OwnerFaultUnsupported as exc:
+                result.skipped[scenario.name] = exc.reason
+                if progress is not None:
+                    progress(scenario.name, 0)
+                continue
+            for target in targets:
                 recovery_ops = 0
                 for mode, granularity, index in self.variants():
                     seed = f"{scenario.name}|{target}|{mode}|{granularity}|{index}"
                     violations, findings, world = run_state(
-                        scenario, target, mode, granularity=granularity, seed=seed
+                        scenario, target, mode, granularity=granularity, seed=seed, owner=self.owner
                     )
                     recovery_ops = max(recovery_ops, world.recovery_ops)
                     count += 1
@@ -1009,7 +1101,7 @@ class CrashExplorer:
                     seed = f"{scenario.name}|{target}|{mode}|recovery|{index}"
                     at = 1 + random.Random(seed).randrange(recovery_ops)
                     violations, findings, world = run_state(
-                        scenario, target, mode, seed=seed, recovery_crash_at=at
+                        scenario, target, mode, seed=seed, recovery_crash_at=at, owner=self.owner
                     )
                     count += 1
                     result.recovery_crash_states += world.recovery_crashed
@@ -1049,7 +1141,9 @@ class CrashExplorer:
 
 
 def replay(
-    violation: Violation, scenarios: Sequence[Scenario] = STANDARD_SCENARIOS
+    violation: Violation,
+    scenarios: Sequence[Scenario] = STANDARD_SCENARIOS,
+    owner: Callable[[], OwnerSource] | None = None,
 ) -> tuple[list[Violation], list[Violation], World]:
     """Re-run the crash state of ``violation``: (violations, progress, world) like run_state."""
     scenario = next(s for s in scenarios if s.name == violation.scenario)
@@ -1071,4 +1165,5 @@ def replay(
         granularity=granularity,
         seed=violation.seed,
         recovery_crash_at=int(crash_at) if crash_at else None,
+        owner=owner,
     )

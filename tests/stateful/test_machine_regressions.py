@@ -36,13 +36,16 @@ INVARIANTS = (
 )
 
 
-def replay(script: Callable[[ProtocolMachine, Callable[[], None]], None]) -> None:
+def replay(
+    script: Callable[[ProtocolMachine, Callable[[], None]], None],
+    machine_class: type[ProtocolMachine] = SimulatedDiskMachine,
+) -> None:
     """Run ``script(machine, check)`` once inside a Hypothesis test (``event`` needs one)."""
 
     @settings(max_examples=1, database=None, derandomize=True, deadline=None)
     @given(st.just(None))
     def run(_: None) -> None:
-        machine = SimulatedDiskMachine()
+        machine = machine_class()
 
         def check() -> None:
             for name in INVARIANTS:
@@ -78,14 +81,14 @@ def test_s1_in_flight_write_refused_by_a_tombstone_does_not_protect() -> None:
         m.op_publish("t0", claim, "in_flight")
         check()
         m.op_reconcile("t0", "truthful")  # ABSENT, unsealed -> tombstone -> ABORTED
-        assert m.owner.tombstoned("t0") and m.owner.in_flight
+        assert m.view().tombstoned("t0") and m.source.in_flight
         m.advance_clock(100_000)
         m.op_gc_plan(0, 100, False)
         m.op_gc_apply()
         assert name_of(claim.source_id) not in m.artifact_files()  # deleted, legitimately
         check()  # S1 must hold: the in-flight write is refused by the tombstone
         m.deliver_in_flight()
-        assert "t0" not in m.owner.visible()
+        assert "t0" not in m.view().visible()
         check()
 
     replay(script)
@@ -106,7 +109,8 @@ def test_late_write_into_a_conflicting_row_is_refused_and_the_rest_still_land() 
             source_id=format_source_id(m.session_id, "tool_result_900.txt", digest),
             content_sha256=digest,
         )
-        m.owner.inner.publish("t0", foreign)
+        m.source.handle.publish("t0", foreign)  # behind the journal's back
+        m.store_changed()
         m.model.owner["t0"] = OwnerRecord(
             state=OwnerState.PUBLISHED, generation=1, digest=claim_identity(foreign)
         )
@@ -114,8 +118,8 @@ def test_late_write_into_a_conflicting_row_is_refused_and_the_rest_still_land() 
         m.op_publish("t1", claim_for(m), "in_flight")
         check()
         m.deliver_in_flight()
-        assert m.owner.visible()["t0"][0] == foreign.source_id  # unchanged: refused
-        assert "t1" in m.owner.visible()  # landed although t0's write conflicted
+        assert m.view().visible()["t0"][0] == foreign.source_id  # unchanged: refused
+        assert "t1" in m.view().visible()  # landed although t0's write conflicted
         check()
 
     replay(script)
