@@ -26,10 +26,12 @@ Rules
    observation field, generation, reconciliation report and error message it
    sees for them (owner promise O7).
 
-A fault (:class:`StoreFault`) is armed on one handle and fires on that
-handle's next call to its store -- the network round trip or the database
-statement *underneath* the adapter, never the adapter's own method -- so that
-the adapter's own handling of a failing store is what is tested.
+A fault (:class:`StoreFault`) is armed on one handle and fires in that
+handle's next operation, on a call to its store -- the network round trip or
+the database statement *underneath* the adapter, never the adapter's own
+method -- so that the adapter's own handling of a failing store is what is
+tested.  ``FAIL`` and ``TIMEOUT`` fire on the operation's first store call,
+``LOST_ACK`` on its last.
 """
 
 from __future__ import annotations
@@ -88,8 +90,10 @@ class StoreFault(enum.StrEnum):
     but the adapter cannot know that."""
 
     LOST_ACK = "lost_ack"
-    """The call is applied and durable, then its answer is lost (the adapter
-    sees an error)."""
+    """The call that completes the operation (its commit: the last round trip)
+    is carried out and durable, then its answer is lost, so the adapter sees an
+    error after the store did what was asked -- also when there was nothing to
+    change.  Calls before it go through untouched."""
 
     def __str__(self) -> str:
         return self.value
