@@ -171,6 +171,7 @@ class Bench:
         self._opened: list[ArtifactReferenceOwner] = []
         self._live: list[ArtifactReferenceOwner] = []
         self._children: list[ChildOwner] = []
+        self._background: list[Background] = []
         self._scratch: _Scratch | None = None
         self._secrets: tuple[str, ...] | None = None
         self.notes: list[str] = []
@@ -260,7 +261,9 @@ class Bench:
         return child
 
     def in_thread(self, function: Callable[[], Any]) -> Background:
-        return Background(function)
+        background = Background(function)
+        self._background.append(background)
+        return background
 
     # -- ids and claims -----------------------------------------------------------
 
@@ -321,19 +324,27 @@ class Bench:
     def remove(self, owner: ArtifactReferenceOwner, txn: str) -> Outcome:
         return self.scanned(call(lambda: owner.remove(txn)), "a remove error")
 
-    def observe(self, owner: ArtifactReferenceOwner, txn: str) -> Snapshot:
-        """Enter a fence, copy the observation, leave.  Entering must succeed."""
+    def observe(self, owner: ArtifactReferenceOwner, txn: str, *, scan: bool = True) -> Snapshot:
+        """Enter a fence, copy the observation, leave.  Entering must succeed.
 
-        def look() -> Snapshot:
+        The copy is scanned for secrets after the fence ended (``scan=False``:
+        not at all), so a leak is reported as a leak, not as a failed fence.
+        """
+
+        def look() -> tuple[Snapshot, dict[str, Any]]:
             with owner.inspect_fenced(txn) as observation:
-                return self.snapshot(observation)
+                return Snapshot.of(observation), observation_to_dict(observation)
 
-        outcome = self.scanned(call(look), "a fence error")
+        outcome = self.scanned(call(look), "a fence error") if scan else call(look)
         if not outcome.ok:
             raise CheckFailed(
                 f"a fence over {txn!r} {outcome.describe()} with nothing wrong with the store"
             )
-        snapshot: Snapshot = outcome.value
+        snapshot, shown = outcome.value
+        if scan:
+            self.scan(shown["repr"], "an observation")
+            for name in ("source_id", "content_sha256", "generation"):
+                self.scan(str(shown[name]), f"an observation's {name}")
         return snapshot
 
     @contextmanager
@@ -400,10 +411,21 @@ class Bench:
     # -- the end ------------------------------------------------------------------------
 
     def finish(self) -> None:
-        """Close every child, every handle, and drop the store."""
+        """Close every child, wait for every competing call, close every handle, drop the store.
+
+        A competing call still inside the adapter after :data:`JOIN_SECONDS`
+        keeps its handles: closing a connection under a thread that uses it
+        can crash the whole process (SQLite does), which is worse than a leak.
+        """
         for child in self._children:
             child.close()
         self._children.clear()
+        stuck = [b for b in self._background if not b.wait(JOIN_SECONDS)]
+        if stuck:
+            raise CheckFailed(
+                f"{len(stuck)} competing call(s) never returned from the adapter; "
+                "their handles were left open"
+            )
         try:
             self.close_all()
         finally:

@@ -121,7 +121,7 @@ def _seal_refuses_held_publish(bench: Bench, *, process: bool) -> str:
         contender = _Contender(bench, "publish", txn, process=process)
         _held_back(contender, "a publish")
         sealed = bench.seal(observation)
-        expect(sealed.ok and sealed.value is True, f"the seal {sealed.describe()}")
+        expect(sealed.ok and sealed.value is True, f"the seal {sealed.describe_seal()}")
     outcome = _finish(contender, "the held-back publish")
     seen = bench.observe(owner, txn)
     expect(

@@ -25,9 +25,7 @@ def _seal_fresh(bench: Bench, txn: str) -> object:
         sealed = bench.seal(observation)
         expect(
             sealed.ok and sealed.value is True,
-            f"sealing a fresh absence {sealed.describe()} with {sealed.value!r}"
-            if sealed.ok
-            else f"sealing a fresh absence {sealed.describe()}",
+            f"sealing a fresh absence {sealed.describe_seal()}",
         )
     return generation
 
@@ -223,7 +221,7 @@ def _seal_cas(bench: Bench) -> str:
     owner, txn = bench.open(), bench.txn("t")
     with bench.fenced(owner, txn) as observation:
         first = bench.seal(observation)
-        expect(first.ok and first.value is True, f"the first seal {first.describe()}")
+        expect(first.ok and first.value is True, f"the first seal {first.describe_seal()}")
         second = bench.seal(observation)
         expect(
             not (second.ok and second.value is True),
@@ -232,7 +230,7 @@ def _seal_cas(bench: Bench) -> str:
         )
         expect(
             second.kind in (OutcomeKind.OK, OutcomeKind.USAGE),
-            f"the second seal {second.describe()} (want False or UsageError)",
+            f"the second seal {second.describe_seal()} (want False or UsageError)",
         )
     after = bench.observe(owner, txn)
     moved = bench.observe(owner, txn)
@@ -300,6 +298,11 @@ def _seal_sealed(bench: Bench) -> str:
     owner, txn = bench.open(), bench.txn("t")
     expect(bench.remove(owner, txn).ok, "remove failed")
     before = bench.observe(owner, txn)
+    expect(
+        before.is_tombstone,
+        f"setting up: remove of a never-seen id left {before.describe()}, not a tombstone "
+        "(see O4.remove-never-seen-tombstones)",
+    )
     with bench.fenced(owner, txn) as observation:
         outcome = bench.seal(observation)
         expect(

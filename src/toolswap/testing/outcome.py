@@ -48,6 +48,16 @@ class Outcome:
             return "returned normally"
         return f"raised {self.error_type}"
 
+    def describe_seal(self) -> str:
+        """What a ``seal_absence`` answered: ``returned False``, ``raised UsageError``, ..."""
+        if self.ok:
+            return (
+                f"returned {self.value!r}"
+                if isinstance(self.value, bool)
+                else (f"returned a {type(self.value).__name__}, not a bool")
+            )
+        return self.describe()
+
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind.value, "error_type": self.error_type, "message": self.message}
 

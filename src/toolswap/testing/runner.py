@@ -40,7 +40,7 @@ from .registry import Check, CheckFailed, CheckSkipped, checks_named
 
 __all__ = ["CheckResult", "ConformanceReport", "run_conformance", "preflight", "run_check"]
 
-CHECK_TIMEOUT_SECONDS = 180.0
+CHECK_TIMEOUT_SECONDS = 120.0
 _VERDICTS = ("pass", "fail", "skip", "xfail", "xpass")
 
 
@@ -130,7 +130,9 @@ def preflight(harness_cls: Any, workroot: str) -> None:
         owner = first.open()
         first.open()
         seen = _preflight_observe(first, owner, marker, name)
-        if not (seen.state == ObservedState.ABSENT and seen.sealed is False):
+        # Lenient on purpose: a malformed observation is for the O8 checks to
+        # report; only a marker the store already holds means "not empty".
+        if seen.state == ObservedState.PUBLISHED or seen.sealed is True:
             raise HarnessError(
                 f"harness {name}: the store does not start empty ({marker!r} is already "
                 f"{seen.describe()}); give every harness instance a fresh store"
@@ -143,7 +145,7 @@ def preflight(harness_cls: Any, workroot: str) -> None:
         second = Bench(harness_cls, os.path.join(workroot, "preflight-b"), "preflight")
         try:
             again = _preflight_observe(second, second.open(), marker, name)
-            if again.state != ObservedState.ABSENT or again.sealed is not False:
+            if again.state == ObservedState.PUBLISHED:
                 raise HarnessError(
                     f"harness {name}: two work folders share one store (a marker published "
                     "in one is visible in the other); each harness instance must have its "
@@ -157,7 +159,7 @@ def preflight(harness_cls: Any, workroot: str) -> None:
 
 def _preflight_observe(bench: Bench, owner: Any, txn: str, name: str) -> Any:
     try:
-        return bench.observe(owner, txn)
+        return bench.observe(owner, txn, scan=False)
     except CheckFailed as exc:
         raise HarnessError(f"harness {name}: the preflight fence failed: {exc}") from None
 
