@@ -1,0 +1,131 @@
+"""Every example in the README runs, in order, the way a new user would run it.
+
+Rules
+=====
+
+1. Shell blocks run line by line with ``bash -c``, in one scratch folder, in
+   README order: what one command leaves (a session, an owner database) is
+   what the next one finds.
+2. ``pip install ... && CMD`` runs ``CMD``: installing is what CI itself does
+   before this suite runs.  The README's test command is not run here (it *is*
+   this suite); it must be exactly the command ``.ci/run`` runs.
+3. A placeholder in angle brackets (``<12 hex>``) is filled from what an earlier
+   command printed.
+4. A command must exit 0 unless :data:`EXPECTED_EXIT` says otherwise, and why.
+5. Python blocks run with a scratch folder as the working directory; the
+   benchmark command runs from the checkout, as the README says.
+6. Commands that need a PostgreSQL server run only when one is configured
+   (``TOOLSWAP_POSTGRES_DSN``); ``tests/cli/test_owner_cli.py`` runs the
+   README's PostgreSQL section against the CI server.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+README = ROOT / "README.md"
+_FENCE = re.compile(r"^```(\w+)\n(.*?)^```$", re.M | re.S)
+_SOURCE_ID = re.compile(r"artifact:default:tool_result_\d+\.txt:[0-9a-f]{12}")
+TEST_COMMAND = "pip install -e '.[test]' && python -m pytest -q"
+
+EXPECTED_EXIT = {
+    # the explorer finds the classic mistake and exits 1 with its trace
+    "toolswap explore --variant counter-restart": 1,
+}
+
+
+def _blocks(language: str) -> list[str]:
+    text = README.read_text(encoding="utf-8")
+    return [body for lang, body in _FENCE.findall(text) if lang == language]
+
+
+def _commands() -> list[str]:
+    commands = []
+    for body in _blocks("sh"):
+        for line in body.splitlines():
+            command = re.sub(r"\s+#\s.*$", "", line).strip()
+            if command and command != TEST_COMMAND:
+                commands.append(
+                    command.split(" && ", 1)[1] if "pip install" in command else command
+                )
+    return commands
+
+
+def test_the_readme_test_command_is_the_one_ci_runs() -> None:
+    assert any(TEST_COMMAND in body.splitlines() for body in _blocks("sh"))
+    assert TEST_COMMAND in (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+
+
+def test_the_readme_has_exactly_two_set_up_commands() -> None:
+    installs = [c for b in _blocks("sh") for c in b.splitlines() if c.startswith("pip install")]
+    assert installs == ["pip install -e . && toolswap check", TEST_COMMAND]
+
+
+@pytest.fixture(scope="module")
+def scratch(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    return {"cwd": tmp_path_factory.mktemp("readme"), "source_id": None}
+
+
+def _env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "TOOLSWAP_SESSION_DIR"}
+    env["PYTHONPATH"] = str(ROOT)
+    return env
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", _commands())
+def test_each_readme_command_runs(command: str, scratch: dict[str, Any]) -> None:
+    if "postgresql://" in command and not os.environ.get("TOOLSWAP_POSTGRES_DSN"):
+        pytest.skip("needs a PostgreSQL server (TOOLSWAP_POSTGRES_DSN); CI starts one")
+    if "<12 hex>" in command:
+        assert scratch["source_id"], "no earlier command printed a source id"
+        command = _SOURCE_ID.sub(scratch["source_id"], command.replace("<12 hex>", "0" * 12))
+    # The benchmark suite is run from a checkout, as the README says; the rest
+    # runs in a scratch folder so that nothing is left in the repository.
+    cwd = ROOT if " benchmarks " in f" {command} " else scratch["cwd"]
+    done = subprocess.run(
+        ["bash", "-c", command],
+        cwd=cwd,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    found = _SOURCE_ID.search(done.stdout)
+    if found and scratch["source_id"] is None:
+        scratch["source_id"] = found.group(0)
+    want = EXPECTED_EXIT.get(command, 0)
+    assert done.returncode == want, (
+        f"{command!r} exited {done.returncode}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    )
+    if command == "toolswap check":  # the main job: every row of its verdict table passed
+        assert done.stdout.splitlines()[-1] == "verdict: every check passed", done.stdout
+        rows = [line for line in done.stdout.splitlines()[1:-1] if "  PASS  " in line]
+        assert {r.split("  ")[0] for r in rows} >= {
+            "spec model (S1-S7, L1)",
+            "crash explorer (S1-S7)",
+            "owner conformance (SQLite)",
+            "owner conformance (in-memory)",
+        }
+    if command.startswith("toolswap run "):  # a bounded pointer, not 1 MB of output
+        assert "source_id: artifact:default:" in done.stdout and len(done.stdout) < 40_000
+
+
+@pytest.mark.parametrize("index", range(len(_blocks("python"))))
+def test_each_readme_python_block_runs(
+    index: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    namespace: dict[str, Any] = {"__name__": "readme_example"}
+    exec(
+        compile(_blocks("python")[index], f"README.md python block {index + 1}", "exec"), namespace
+    )
+    if "plan" in namespace:  # the API tour ends with a plan that decided on its artifact
+        assert [e.status for e in namespace["plan"].entries] == ["retained_recent"]
