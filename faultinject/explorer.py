@@ -19,7 +19,7 @@ A :class:`Scenario` has a *setup* (made durable, never crashed) and a *run*
    orphan TTL expired, and one new externalization;
 4. once per target (``recovery_crashes``), crashes the *recovery* too, at a
    seeded I/O operation of it, and recovers again from scratch;
-5. checks the invariants of DESIGN section 8 on what is left (the owner only
+5. checks the invariants of docs/design.md section 8 on what is left (the owner only
    through its protocol: see "Any owner" below).
 
 Checked after every crash state:

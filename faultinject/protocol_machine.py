@@ -23,7 +23,7 @@ every step the invariant ``observables_match_model`` compares what the model
 predicts with what the implementation shows: per-transaction phases, intents,
 claims (by source id), pending ids in journal order, the owner's visible rows
 and generations, which artifact files exist and their bytes.  The ``s1_`` ..
-``s7_`` invariants check DESIGN section 8 on the real state directly, so they
+``s7_`` invariants check docs/design.md section 8 on the real state directly, so they
 also hold the implementation to account after a crash, when the model adopts
 the recovered state.
 

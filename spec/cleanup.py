@@ -73,7 +73,7 @@ class EntryKind(enum.Enum):
 
 
 class PlanStatus(enum.Enum):
-    """Plan statuses (DESIGN section 7)."""
+    """Plan statuses (docs/design.md section 7)."""
 
     RETAINED_REFERENCED = "retained_referenced"
     RETAINED_RECENT = "retained_recent"
@@ -122,7 +122,7 @@ class Claim:
 
 @attrs.frozen
 class Policy:
-    """The cleanup policy (DESIGN section 7), times in whole seconds."""
+    """The cleanup policy (docs/design.md section 7), times in whole seconds."""
 
     orphan_ttl_seconds: int = 86400
     max_deletions: int = 100

@@ -1,7 +1,7 @@
-"""The invariants of DESIGN section 8, as predicates over :class:`system.SystemState`.
+"""The invariants of docs/design.md section 8, as predicates over :class:`system.SystemState`.
 
 Each safety predicate returns ``None`` when it holds, or one plain sentence
-saying what is wrong.  The names are the ones used in DESIGN, the tests and the
+saying what is wrong.  The names are the ones used in docs/design.md, the tests and the
 docs: S1 ... S7 and L1.
 
 * **S1 no dangling reference**: an artifact is never deleted while a
@@ -138,7 +138,7 @@ def s7_nothing_outside(model: Model, s: SystemState) -> str | None:
     return None
 
 
-#: (name, predicate), in the order DESIGN section 8 lists them.
+#: (name, predicate), in the order docs/design.md section 8 lists them.
 SAFETY: tuple[tuple[str, Check], ...] = (
     ("S1 no dangling reference", s1_no_dangling_reference),
     ("S2 prepare before publish", s2_prepare_before_publish),

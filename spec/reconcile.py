@@ -1,4 +1,4 @@
-"""Owner reconciliation: the decision table of DESIGN section 6.
+"""Owner reconciliation: the decision table of docs/design.md section 6.
 
 Rules
 =====

@@ -1,7 +1,7 @@
 """toolswap: the context window is RAM, disk is swap.
 
 Large tool output becomes an immutable, audited artifact; the agent gets a
-bounded pointer and pages the rest back in on demand.  See DESIGN/README.
+bounded pointer and pages the rest back in on demand.  See docs/design.md and the README.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Two-phase, fail-closed cleanup of a session's ``tool-results/`` (DESIGN section 7).
+"""Two-phase, fail-closed cleanup of a session's ``tool-results/`` (docs/design.md section 7).
 
 Theory of operation
 -------------------

@@ -1,4 +1,4 @@
-"""Domain objects (DESIGN section 3): frozen, slotted, keyword-only values.
+"""Domain objects (docs/design.md section 3): frozen, slotted, keyword-only values.
 
 A source id names one artifact of one session, forever:
 ``artifact:<session_id>:<tool_result_NNN.txt>:<first 12 hex of sha256>``.

@@ -1,4 +1,4 @@
-"""The crash-safe lease journal (DESIGN sections 5 and 6).
+"""The crash-safe lease journal (docs/design.md sections 5 and 6).
 
 Rules
 -----
@@ -552,7 +552,7 @@ class ArtifactRetentionJournal:
     def reconcile_reference(
         self, transaction_id: str, owner: ArtifactReferenceOwner, *, now: float | None = None
     ) -> ReconciliationReport:
-        """Resolve one PREPARED lease against the owner (the DESIGN section 6 table).
+        """Resolve one PREPARED lease against the owner (the docs/design.md section 6 table).
 
         A lease that is already terminal reports ``already_*`` and the owner is
         not asked.  Otherwise, inside ``owner.inspect_fenced(transaction_id)``:

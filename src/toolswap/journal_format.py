@@ -1,6 +1,6 @@
 """The lease journal's line format: canonical JSON, hashes, and strict parsing.
 
-Rules of the format (DESIGN section 5):
+Rules of the format (docs/design.md section 5):
 
 1. One record per line; a line ends with ``b"\\n"`` and lines are split on that
    byte only (never ``str.splitlines``), so U+2028 and friends inside a field are

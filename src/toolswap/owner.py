@@ -1,4 +1,4 @@
-"""The owner protocol: the trusted Memory boundary (DESIGN section 6).
+"""The owner protocol: the trusted Memory boundary (docs/design.md section 6).
 
 An *owner* is the store (a Memory database, an object store, ...) where a thin
 reference to an artifact becomes visible.  Adapters implement
@@ -244,7 +244,7 @@ def require_sealable(observation: OwnerObservation) -> None:
 
 
 class ReconcileStatus(enum.StrEnum):
-    """The result of reconciling one lease (one row of the DESIGN section 6 table)."""
+    """The result of reconciling one lease (one row of the docs/design.md section 6 table)."""
 
     COMMITTED = "committed"
     ABORTED = "aborted"

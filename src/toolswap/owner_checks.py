@@ -275,7 +275,7 @@ def _reconcile_row(
     arrange: Callable[[_Bench, str], None],
     expected: ReconcileStatus,
 ) -> Callable[[_Bench], str]:
-    """One DESIGN section 6 row: a PREPARED lease, the owner arranged, one reconcile."""
+    """One docs/design.md section 6 row: a PREPARED lease, the owner arranged, one reconcile."""
 
     def check(bench: _Bench) -> str:
         txn = _txn(f"row-{name}")

@@ -1,6 +1,6 @@
 """The bounded pointer that replaces a large output in the context.
 
-Rules (DESIGN section 4):
+Rules (docs/design.md section 4):
 
 1. The pointer is bounded whatever the output size: a header, a head preview
    of at most ``head_bytes``, one omission marker, a tail preview of at most

@@ -1,4 +1,4 @@
-"""Two-phase cleanup with raw claims (DESIGN section 7): each status, each race, S7.
+"""Two-phase cleanup with raw claims (docs/design.md section 7): each status, each race, S7.
 
 Every test states one claim.  Artifacts are written as plain files with old
 mtimes so that age is under the test's control (``now`` is injected).

@@ -1,4 +1,4 @@
-"""Journal-aware cleanup (DESIGN sections 5 and 7): leases protect, corruption refuses (S1).
+"""Journal-aware cleanup (docs/design.md sections 5 and 7): leases protect, corruption refuses (S1).
 
 Each test states one claim.  The stress test races ``prepare`` against
 plan + apply in two threads with separate journal objects (separate lock

@@ -1,4 +1,4 @@
-"""Lease journal operations (DESIGN section 5): order, refusals, idempotence, concurrency.
+"""Lease journal operations (docs/design.md section 5): order, refusals, idempotence, concurrency.
 
 Invariants: S2 prepare before publish, S4 remove before release, S5 one terminal
 event, S6 append-only evidence, S1 via "PREPARED protects with no expiry".
@@ -550,7 +550,7 @@ def test_a_torn_tail_that_changed_since_it_was_seen_is_not_cut(session: pathlib.
 
 
 def test_append_reads_only_new_bytes(session: pathlib.Path) -> None:
-    """O(1) appends (DESIGN section 11): an own append re-reads nothing of the journal."""
+    """O(1) appends (docs/design.md section 11): an own append re-reads nothing of the journal."""
     content = b"abc\n"
     claim = make_artifact(session, content)
     fs = CountingReadFS()

@@ -1,4 +1,4 @@
-"""The owner protocol (DESIGN section 6) against both reference adapters.
+"""The owner protocol (docs/design.md section 6) against both reference adapters.
 
 Each test states one promise of :mod:`toolswap.owner` (O1-O7) and runs it
 against ``InMemoryOwner`` and ``SQLiteOwner``.

@@ -1,4 +1,4 @@
-"""The public API: the names DESIGN section 7a promises, all typed and exported."""
+"""The public API: the names docs/design.md section 7a promises, all typed and exported."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Reconciliation: every row of the DESIGN section 6 table, with both owners.
+"""Reconciliation: every row of the docs/design.md section 6 table, with both owners.
 
 Invariants: S3 tombstone before abort, S5 one terminal event, O7 reports carry
 no path, content or credential.

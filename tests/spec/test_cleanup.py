@@ -1,4 +1,4 @@
-"""Cleanup: one plan status per case, one apply outcome per case (DESIGN section 7)."""
+"""Cleanup: one plan status per case, one apply outcome per case (docs/design.md section 7)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ POLICY = Policy(orphan_ttl_seconds=100, max_deletions=2)
 OLD = FileFacts(digest=7, size=3, mtime=NOW - 100, device=1, inode=2)
 YOUNG = attrs.evolve(OLD, mtime=NOW - 99)
 
-# (facts, claims, planned so far) -> status, one row per DESIGN status.
+# (facts, claims, planned so far) -> status, one row per status of docs/design.md section 7.
 PLAN_CASES = [
     ("claimed file gone", None, [Claim(digest=7)], 0, PlanStatus.MISSING_REFERENCED),
     ("directory", attrs.evolve(OLD, kind=EntryKind.DIRECTORY), [], 0, PlanStatus.DENIED),

@@ -10,7 +10,7 @@ from toolswap.spec.errors import IllegalTransition
 from toolswap.spec.lease import LeaseAction as A
 from toolswap.spec.lease import LeaseState as S
 
-# Written out again on purpose: DESIGN section 5, not a re-read of the table under test.
+# Written out again on purpose: docs/design.md section 5, not a re-read of the table under test.
 EXPECTED = {
     (S.NEW, A.PREPARE): S.PREPARED,
     (S.PREPARED, A.COMMIT): S.COMMITTED,

@@ -13,7 +13,7 @@ from toolswap.spec.owner import OwnerState as O
 A = OwnerAction
 R = OwnerResult  # short names keep the table below one row per line
 
-# DESIGN section 6 and the issue, written out independently of the table under test.
+# docs/design.md section 6 and the issue, written out independently of the table under test.
 EXPECTED = {
     (O.ABSENT, A.PUBLISH): (O.PUBLISHED, R.APPLIED),
     (O.PUBLISHED, A.PUBLISH): (O.PUBLISHED, R.NOOP),

@@ -1,4 +1,4 @@
-"""The reconciliation decision table of DESIGN section 6, one row per test."""
+"""The reconciliation decision table of docs/design.md section 6, one row per test."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from toolswap.spec.owner import Observation, ObservedState, SealResult
 from toolswap.spec.reconcile import ObservationKind as K
 from toolswap.spec.reconcile import ReconcileStatus as St
 
-# (lease, observation) -> (seal first, journal action, status): DESIGN section 6 verbatim.
+# (lease, observation) -> (seal first, journal action, status): docs/design.md section 6 verbatim.
 PREPARED_ROWS = [
     (K.PUBLISHED_MATCH, False, LeaseAction.COMMIT, St.COMMITTED),
     (K.PUBLISHED_MISMATCH, False, None, St.PENDING_CONFLICT),

@@ -85,7 +85,7 @@ class _Store:
 
 
 class InMemoryOwner:
-    """A thread-safe, non-durable owner (DESIGN section 6)."""
+    """A thread-safe, non-durable owner (docs/design.md section 6)."""
 
     def __init__(self) -> None:
         self._attach(_Store())
