@@ -33,3 +33,6 @@ settings.register_profile(
 
 _profile = os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "dev")
 settings.load_profile(_profile)
+
+# PostgreSQL fixtures (skip with a reason without a server; fail under CI).
+from ._postgres import pg_dsn, pg_schema  # noqa: E402, F401

@@ -1,4 +1,4 @@
-"""The journal's line format and recovery (docs/design.md section 5): every bad line raises.
+"""Journal line format and recovery (docs/design.md section 5): every bad complete line raises.
 
 Claims: S6 append-only evidence -- the journal accepts exactly a verified prefix
 plus at most one torn tail; any other damage is corruption naming line and reason.

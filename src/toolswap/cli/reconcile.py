@@ -1,12 +1,15 @@
-"""``toolswap reconcile --owner sqlite:PATH``: resolve pending leases against an owner."""
+"""``toolswap reconcile --owner SPEC``: resolve pending leases against an owner.
+
+SPEC is ``sqlite:PATH`` or ``postgresql://...`` (:mod:`toolswap.owners.uri`);
+the store must already exist (``toolswap owner init`` creates it).
+"""
 
 from __future__ import annotations
 
 import argparse
 
-from ..errors import UsageError
 from ..journal import ArtifactRetentionJournal
-from ..owners.sqlite import SQLiteOwner
+from ..owners.uri import SPEC_HELP, open_owner
 from ._common import add_json_argument, add_session_argument, print_json, session_dir
 
 __all__ = ["register", "open_owner"]
@@ -20,21 +23,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--owner",
         required=True,
         metavar="SPEC",
-        help="the owner store: sqlite:PATH (the database must already exist)",
+        help=f"the owner store, which must already exist: {SPEC_HELP}",
     )
     add_session_argument(parser)
     add_json_argument(parser)
     parser.set_defaults(handler=_reconcile)
-
-
-def open_owner(spec: str) -> SQLiteOwner:
-    """Open an owner from ``scheme:location``; a missing store is an error, never 'absent'."""
-    scheme, sep, location = spec.partition(":")
-    if not sep or not location:
-        raise UsageError("--owner wants scheme:location, e.g. sqlite:memory.db")
-    if scheme != "sqlite":
-        raise UsageError(f"unknown owner scheme {scheme!r} (supported: sqlite)")
-    return SQLiteOwner(location, create=False)
 
 
 def _reconcile(args: argparse.Namespace) -> int:

@@ -1,8 +1,11 @@
-"""Reference owner adapters: in-memory (teaching, tests) and SQLite (the embedded default)."""
+"""Reference owner adapters: in-memory (teaching, tests), SQLite (the embedded
+default) and PostgreSQL (a shared server; its driver, psycopg, is imported only
+when a :class:`PostgresOwner` is built)."""
 
 from __future__ import annotations
 
 from .memory import InMemoryOwner
+from .postgres import PostgresOwner
 from .sqlite import SQLiteOwner
 
-__all__ = ["InMemoryOwner", "SQLiteOwner"]
+__all__ = ["InMemoryOwner", "PostgresOwner", "SQLiteOwner"]
