@@ -1,0 +1,122 @@
+"""Owner specs: one string that names an owner store, for the command line.
+
+Forms
+=====
+
+* ``sqlite:PATH`` -- the SQLite owner database at ``PATH``.
+* ``postgresql://...`` or ``postgres://...`` -- a libpq connection URL.  One
+  extra query parameter is ours: ``schema=NAME`` picks the owner's schema
+  (default ``toolswap``), so several deployments can share one database; it
+  is removed before the URL reaches libpq.  Everything the URL leaves out
+  comes from the libpq environment as usual (``PGHOST``, ``PGUSER``,
+  ``PGPASSWORD``, ``PGSERVICE`` and the service file, ``~/.pgpass``), so
+  ``postgresql://?schema=team_a`` is a complete spec.
+
+Rules
+=====
+
+* Opening never creates anything: a missing SQLite file or an uninitialized
+  PostgreSQL schema is a :class:`~toolswap.errors.UsageError`, never an empty
+  store whose every lease would look absent.  :func:`init_owner` (``toolswap
+  owner init``) is what creates a store.
+* No message built here repeats the spec's location: a URL may hold a
+  password and names a host.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import urllib.parse
+from typing import Literal
+
+import attrs
+
+from ..errors import UsageError
+from .postgres import DEFAULT_SCHEMA, PostgresOwner, initialize_schema
+from .sqlite import SQLiteOwner
+
+__all__ = ["OwnerSpec", "SPEC_HELP", "init_owner", "open_owner", "parse_owner_spec"]
+
+SPEC_HELP = "sqlite:PATH or postgresql://[user@]host/db[?schema=NAME] (libpq environment honoured)"
+
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*")
+
+
+@attrs.frozen(kw_only=True)
+class OwnerSpec:
+    """A parsed owner spec; ``location`` (a path or a DSN) never shows in its repr."""
+
+    kind: Literal["sqlite", "postgresql"]
+    location: str = attrs.field(repr=False)
+    schema: str | None = None
+
+    def describe(self) -> str:
+        """What the spec names, without its location."""
+        if self.kind == "sqlite":
+            return "SQLite owner database"
+        return f"PostgreSQL owner schema {self.schema!r}"
+
+
+def parse_owner_spec(spec: str) -> OwnerSpec:
+    """Split a spec into kind, location and schema; a malformed spec is a UsageError."""
+    if not isinstance(spec, str):
+        raise UsageError("an owner spec is a string")
+    scheme, sep, rest = spec.partition(":")
+    if not sep or not scheme:
+        raise UsageError(f"an owner spec is scheme:location ({SPEC_HELP})")
+    if scheme == "sqlite":
+        if not rest:
+            raise UsageError("sqlite: needs a database path, e.g. sqlite:memory.db")
+        return OwnerSpec(kind="sqlite", location=rest)
+    if scheme in ("postgresql", "postgres"):
+        if not rest.startswith("//"):
+            raise UsageError(
+                f"a PostgreSQL owner spec is a URL: {scheme}://[user@]host/db[?schema=NAME]"
+            )
+        dsn, schema = _take_schema(spec)
+        return OwnerSpec(kind="postgresql", location=dsn, schema=schema)
+    shown = repr(scheme) if _SCHEME.fullmatch(scheme) else "in this spec"
+    raise UsageError(f"unknown owner scheme {shown} (supported: sqlite, postgresql)")
+
+
+def _take_schema(url: str) -> tuple[str, str]:
+    """Remove our ``schema=`` parameter from the URL's query; libpq would refuse it."""
+    base, _, query = url.partition("?")
+    kept: list[str] = []
+    schemas: list[str] = []
+    for item in query.split("&") if query else []:
+        key, _, value = item.partition("=")
+        if urllib.parse.unquote(key) == "schema":
+            schemas.append(urllib.parse.unquote(value))
+        elif item:
+            kept.append(item)
+    if len(schemas) > 1:
+        raise UsageError("the owner spec names schema= more than once")
+    dsn = f"{base}?{'&'.join(kept)}" if kept else base
+    return dsn, schemas[0] if schemas else DEFAULT_SCHEMA
+
+
+def open_owner(spec: str) -> SQLiteOwner | PostgresOwner:
+    """Open the existing owner store the spec names (never creates one)."""
+    parsed = parse_owner_spec(spec)
+    if parsed.kind == "sqlite":
+        return SQLiteOwner(parsed.location, create=False)
+    return PostgresOwner(parsed.location, schema=parsed.schema or DEFAULT_SCHEMA)
+
+
+def init_owner(spec: str) -> str:
+    """Create (or upgrade) the store the spec names; idempotent.  Returns one line."""
+    parsed = parse_owner_spec(spec)
+    if parsed.kind == "sqlite":
+        existed = os.path.isfile(parsed.location)
+        SQLiteOwner(parsed.location, create=True).close()
+        return f"{parsed.describe()}: {'already initialized' if existed else 'created'}"
+    status = initialize_schema(parsed.location, schema=parsed.schema or DEFAULT_SCHEMA)
+    if status.previous_version == 0:
+        done = f"created (version {status.version})"
+    elif status.created:
+        done = f"upgraded from version {status.previous_version} to {status.version}"
+    else:
+        done = f"already at version {status.version}"
+    return f"{parsed.describe()}: {done}"
