@@ -357,13 +357,26 @@ class HarnessSource(OwnerSource):
 
 
 def harness_sources(
-    harness_cls: type[OwnerHarness], workroot: str, prefix: str = "store"
+    harness_cls: type[OwnerHarness],
+    workroot: str,
+    prefix: str = "store",
+    *,
+    restart_every: int = 1,
 ) -> Callable[[], HarnessSource]:
-    """A factory of fresh harness sources, each in its own new folder under ``workroot``."""
-    counter = iter(range(1, 1 << 62))
+    """A factory of fresh harness sources, each in its own new folder under ``workroot``.
+
+    ``restart_every=N`` gives a real store restart to the crashes of every
+    N-th source only (the first included); the others close and reopen their
+    handles.  A server restart takes a second, and the sentence checks test
+    durability across restart directly, so a sample is enough here.
+    """
+    counter = iter(range(1 << 62))
 
     def make() -> HarnessSource:
-        return HarnessSource(harness_cls, os.path.join(workroot, f"{prefix}-{next(counter):06d}"))
+        index = next(counter)
+        source = HarnessSource(harness_cls, os.path.join(workroot, f"{prefix}-{index + 1:06d}"))
+        source.restarts = source.restarts and index % restart_every == 0
+        return source
 
     return make
 

@@ -767,6 +767,7 @@ class PostgresHarness(OwnerHarness):
     """
 
     unsupported: ClassVar[Mapping[Capability, str]] = _RestartSupport()
+    slow_restart: ClassVar[bool] = True  # a server restart takes about a second
 
     def __init__(self, workdir: str) -> None:
         super().__init__(workdir)

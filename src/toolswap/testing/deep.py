@@ -71,6 +71,7 @@ def crash_explore_harness(
     scenarios: Sequence[str] | None = None,
     modes: Sequence[str] | None = None,
     every_io: bool | None = None,
+    restart_every: int | None = None,
 ) -> DeepResult:
     """Crash the standard scenarios with this harness's owner; check S1-S7.
 
@@ -81,7 +82,9 @@ def crash_explore_harness(
     and dir-subset modes (minutes).  ``modes`` and ``every_io`` override
     either choice; ``scenarios`` names a subset of the standard scenarios.
     Passing needs no violation and no progress finding (a recovery that
-    fails on this owner hides what it would have checked).
+    fails on this owner hides what it would have checked).  ``restart_every``
+    restarts the store for real in the crashes of every N-th crash state only
+    (default: every state, or every 8th for a harness with ``slow_restart``).
     """
     from ..faultinject.disk import CRASH_MODES
     from ..faultinject.explorer import STANDARD_SCENARIOS, CrashExplorer
@@ -102,7 +105,12 @@ def crash_explore_harness(
         target_kinds=("io", "point", "end")
         if (wide if every_io is None else every_io)
         else ("point", "end"),
-        owner=harness_sources(harness_cls, os.fspath(workroot), "crash-state"),
+        owner=harness_sources(
+            harness_cls,
+            os.fspath(workroot),
+            "crash-state",
+            restart_every=restart_every or (8 if harness_cls.slow_restart else 1),
+        ),
     )
     result = explorer.explore()
     problems = [
@@ -157,7 +165,9 @@ def run_protocol_machine(
     from ..faultinject.protocol_machine import machine_with_owner
 
     root = os.fspath(workroot)
-    make = harness_sources(harness_cls, root, "example")
+    make = harness_sources(
+        harness_cls, root, "example", restart_every=4 if harness_cls.slow_restart else 1
+    )
     examples = 0
 
     def counted() -> HarnessSource:

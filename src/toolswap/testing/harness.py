@@ -114,6 +114,11 @@ class OwnerHarness:
     """Check id -> reason: promises the adapter is known to break (strict xfail:
     the run fails if such a check starts passing)."""
 
+    slow_restart: ClassVar[bool] = False
+    """``restart_store`` takes long (a database server restart): the deep
+    harnesses then restart the store in a sample of their crash states and
+    examples, and close and reopen the handles in the rest."""
+
     import_path: ClassVar[str | None] = None
     """``module:attr`` to build this harness in a child process; defaults to
     the class's own module and qualified name."""
