@@ -94,10 +94,10 @@ def test_owner_init_creates_a_sqlite_store_once(
 ) -> None:
     db = tmp_path / "memory.db"
     assert main(["owner", "init", f"sqlite:{db}"]) == 0
-    assert capsys.readouterr().out == "SQLite owner database: created\n"
+    assert capsys.readouterr().out == "SQLite owner database: created (version 1)\n"
     assert main(["owner", "init", f"sqlite:{db}", "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == {
-        "result": "SQLite owner database: already initialized"
+        "result": "SQLite owner database: already at version 1"
     }
     session = tmp_path / "s1"
     make_artifact(session)
@@ -327,3 +327,36 @@ def test_owner_init_keeps_what_an_existing_sqlite_store_holds(tmp_path: pathlib.
     assert main(["owner", "init", f"sqlite:{db}"]) == 0
     with SQLiteOwner(db, create=False) as owner, owner.inspect_fenced("t1") as seen:
         assert seen.state is ObservedState.PUBLISHED
+
+
+def test_a_sqlite_store_of_a_newer_schema_version_is_refused(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import sqlite3
+
+    db = tmp_path / "memory.db"
+    assert main(["owner", "init", f"sqlite:{db}"]) == 0
+    with sqlite3.connect(db) as conn:
+        conn.execute("PRAGMA user_version = 2")
+    conn.close()
+    capsys.readouterr()
+    for argv in (["owner", "init", f"sqlite:{db}"], ["reconcile", "--owner", f"sqlite:{db}"]):
+        assert main(argv) == 2
+        assert "schema version 2; this toolswap knows version 1" in _one_error_line(capsys)
+
+
+def test_a_sqlite_store_made_before_versions_counts_as_version_one(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import sqlite3
+
+    from toolswap.owners.sqlite import TABLE
+
+    db = tmp_path / "memory.db"
+    SQLiteOwner(db).close()
+    with sqlite3.connect(db) as conn:
+        conn.execute("PRAGMA user_version = 0")
+        assert conn.execute(f"SELECT count(*) FROM {TABLE}").fetchone() == (0,)
+    conn.close()
+    assert main(["owner", "init", f"sqlite:{db}"]) == 0
+    assert capsys.readouterr().out == "SQLite owner database: already at version 1\n"

@@ -49,9 +49,11 @@ from ..owner import (
 )
 from ..testing.harness import OwnerHarness, StoreFault
 
-__all__ = ["SQLiteHarness", "SQLiteOwner", "SQLiteObservation", "TABLE"]
+__all__ = ["SCHEMA_VERSION", "SQLiteHarness", "SQLiteOwner", "SQLiteObservation", "TABLE"]
 
 TABLE = "toolswap_references"
+SCHEMA_VERSION = 1
+"""Kept in ``PRAGMA user_version``; a database of a newer version is refused."""
 
 _SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS {TABLE} (
@@ -150,6 +152,8 @@ class SQLiteOwner:
         """
         self._path = os.fspath(path)
         self._factory = connection_factory
+        self.previous_version = SCHEMA_VERSION
+        """The schema version the database had before this object opened it (0: new)."""
         if self._path in {"", ":memory:"}:  # a private, per-connection database
             raise UsageError("the SQLite owner needs a database file path (it must be durable)")
         self._timeout = timeout
@@ -161,17 +165,33 @@ class SQLiteOwner:
         conn = self._connection()
         try:
             with _store_errors("opening the database"):
+                version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+                if version > SCHEMA_VERSION:
+                    raise UsageError(
+                        f"the SQLite owner database has schema version {version}; this "
+                        f"toolswap knows version {SCHEMA_VERSION} (upgrade toolswap)"
+                    )
                 if create:
-                    conn.execute(_SCHEMA)
+                    exists = self._has_table(conn)
+                    self.previous_version = version if version or not exists else 1
+                    if exists and version == SCHEMA_VERSION:
+                        return  # nothing to write: no lock taken (a fence may be held)
+                    with self._transaction("creating the schema") as created:
+                        created.execute(_SCHEMA)
+                        created.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
                     return
-                row = conn.execute(
-                    "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (TABLE,)
-                ).fetchone()
-            if row is None:
+            if not self._has_table(conn):
                 raise UsageError(f"the SQLite database has no {TABLE} table")
         except BaseException:
             self.close()
             raise
+
+    @staticmethod
+    def _has_table(conn: sqlite3.Connection) -> bool:
+        row = conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (TABLE,)
+        ).fetchone()
+        return row is not None
 
     # -- connections ----------------------------------------------------------
 

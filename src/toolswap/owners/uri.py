@@ -25,7 +25,6 @@ Rules
 
 from __future__ import annotations
 
-import os
 import re
 import urllib.parse
 from typing import Literal
@@ -34,6 +33,7 @@ import attrs
 
 from ..errors import UsageError
 from .postgres import DEFAULT_SCHEMA, PostgresOwner, initialize_schema
+from .sqlite import SCHEMA_VERSION as SQLITE_SCHEMA_VERSION
 from .sqlite import SQLiteOwner
 
 __all__ = ["OwnerSpec", "SPEC_HELP", "init_owner", "open_owner", "parse_owner_spec"]
@@ -109,9 +109,11 @@ def init_owner(spec: str) -> str:
     """Create (or upgrade) the store the spec names; idempotent.  Returns one line."""
     parsed = parse_owner_spec(spec)
     if parsed.kind == "sqlite":
-        existed = os.path.isfile(parsed.location)
-        SQLiteOwner(parsed.location, create=True).close()
-        return f"{parsed.describe()}: {'already initialized' if existed else 'created'}"
+        owner = SQLiteOwner(parsed.location, create=True)
+        owner.close()
+        if owner.previous_version == 0:
+            return f"{parsed.describe()}: created (version {SQLITE_SCHEMA_VERSION})"
+        return f"{parsed.describe()}: already at version {SQLITE_SCHEMA_VERSION}"
     status = initialize_schema(parsed.location, schema=parsed.schema or DEFAULT_SCHEMA)
     if status.previous_version == 0:
         done = f"created (version {status.version})"
