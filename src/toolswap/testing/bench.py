@@ -340,7 +340,8 @@ class Bench:
             raise CheckFailed(
                 f"a fence over {txn!r} {outcome.describe()} with nothing wrong with the store"
             )
-        snapshot, shown = outcome.value
+        snapshot: Snapshot = outcome.value[0]
+        shown: dict[str, Any] = outcome.value[1]
         if scan:
             self.scan(shown["repr"], "an observation")
             for name in ("source_id", "content_sha256", "generation"):

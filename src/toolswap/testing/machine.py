@@ -301,9 +301,7 @@ class OwnerMachine(RuleBasedStateMachine):
 
     # A store that restarts slowly (a database server) gets one restart per
     # example: enough to see what a restart keeps, at a bounded cost.
-    @precondition(
-        lambda self: self._can_restart and not (self._slow_restart and self._restarted)
-    )
+    @precondition(lambda self: self._can_restart and not (self._slow_restart and self._restarted))
     @rule()
     def restart(self) -> None:
         """Close every handle, then restart the store for real."""
