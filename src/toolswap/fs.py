@@ -16,6 +16,9 @@ Durability rules the callers rely on (and the simulated disk enforces):
    :meth:`fsync_dir` of the directory that holds it.
 3. :meth:`create_exclusive` never replaces an existing entry (``O_EXCL``), and
    no open follows a symlink in its last component (``O_NOFOLLOW``).
+4. No open can block: every existing file is opened non-blocking and refused
+   with :class:`NotRegularFileError` unless it is a regular file (a FIFO or a
+   device in place of a journal, lock or artifact is hostile state).
 
 Crash points are no-ops on the real seam, except in a process started with
 ``TOOLSWAP_FAILPOINT=<crash point>[#N]``: it dies at that point's N-th pass
@@ -41,10 +44,15 @@ __all__ = [
     "FAILPOINT_EXIT_STATUS",
     "FileFacts",
     "FileSystem",
+    "NotRegularFileError",
     "OsFileSystem",
     "REAL_FS",
     "locked",
 ]
+
+
+class NotRegularFileError(OSError):
+    """A file of ours is a FIFO, a device, a socket or a directory: refused unopened-for-use."""
 
 
 @attrs.frozen(kw_only=True)
@@ -156,14 +164,35 @@ class OsFileSystem:
         return os.open(path, flags, mode)
 
     def open_append(self, path: str, mode: int = 0o600) -> int:
-        flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | self._NOFOLLOW | self._CLOEXEC
-        return os.open(path, flags, mode)
+        return self._open_regular(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, mode)
 
     def open_read(self, path: str) -> int:
-        return os.open(path, os.O_RDONLY | self._NOFOLLOW | self._CLOEXEC)
+        return self._open_regular(path, os.O_RDONLY)
 
     def open_lock(self, path: str) -> int:
-        return os.open(path, os.O_RDWR | os.O_CREAT | self._NOFOLLOW | self._CLOEXEC, 0o600)
+        return self._open_regular(path, os.O_RDWR | os.O_CREAT, 0o600)
+
+    def _open_regular(self, path: str, flags: int, mode: int = 0o600) -> int:
+        """Open ``path`` only if it is a regular file; never block, never follow a link.
+
+        ``O_NONBLOCK`` makes the open itself return at once on a FIFO or a
+        device (an open of a FIFO with no writer would wait forever), and
+        ``O_NOCTTY`` keeps a terminal from becoming ours; the type is then
+        checked on the open handle, so nothing can be swapped in between.
+        """
+        fd = os.open(
+            path,
+            flags | os.O_NONBLOCK | os.O_NOCTTY | self._NOFOLLOW | self._CLOEXEC,
+            mode,
+        )
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise NotRegularFileError(errno.EINVAL, "not a regular file", path)
+            fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
 
     def write(self, handle: int, data: bytes) -> None:
         view = memoryview(data)

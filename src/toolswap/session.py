@@ -12,6 +12,7 @@ The session id defaults to the folder's name and must be a valid session id.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from collections.abc import Iterator
@@ -20,7 +21,7 @@ from contextlib import contextmanager
 import attrs
 
 from .domain import is_artifact_filename, parse_source_id, validate_session_id
-from .errors import InvalidSourceId, UsageError
+from .errors import EnvironmentFailure, InvalidSourceId, UsageError
 from .fs import REAL_FS, FileSystem, locked
 
 __all__ = ["SessionPaths", "TOOL_RESULTS", "JOURNAL_NAME", "LOCK_NAME", "DEFAULT_SESSION_ENV"]
@@ -89,7 +90,14 @@ class SessionPaths:
                 "waiting for it again would deadlock (finish the locked block first)"
             )
         fs.makedirs(self.root)
-        with locked(fs, self.lock):
+        stack = contextlib.ExitStack()
+        try:
+            stack.enter_context(locked(fs, self.lock))
+        except OSError as exc:  # a FIFO, a directory or a symlink where the lock belongs
+            raise EnvironmentFailure(
+                f"cannot take the session lock: {exc.strerror or type(exc).__name__}"
+            ) from exc
+        with stack:
             held.add(key)
             try:
                 yield

@@ -1,0 +1,123 @@
+"""No file of ours is opened in a way that can block (issue: a FIFO in place of the journal).
+
+A FIFO, a device or a directory where a session file belongs is hostile state:
+every command answers at once with one error line (exit 2) and nothing hangs.
+Each command runs in a child process under a time limit, so a regression
+shows as a timeout, not as a hung suite.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from toolswap import ToolResultExternalizer
+from toolswap.fs import REAL_FS, NotRegularFileError
+
+LIMIT = 20.0  # seconds; every command below answers in well under one
+
+
+def _toolswap(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "toolswap.cli", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=LIMIT,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+@pytest.fixture
+def session(tmp_path: Path) -> Path:
+    ToolResultExternalizer(tmp_path / "s").externalize("x\n" * 40_000, "bash")
+    return tmp_path / "s"
+
+
+def _fifo_instead_of(path: Path) -> None:
+    if path.exists():
+        path.unlink()
+    os.mkfifo(path)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["journal", "verify"], ["journal", "show"], ["gc", "plan"], ["gc", "apply"]],
+    ids=" ".join,
+)
+def test_a_fifo_journal_is_refused_at_once(session: Path, command: list[str]) -> None:
+    _fifo_instead_of(session / "retention-leases.jsonl")
+    done = _toolswap(*command, "--session", str(session), cwd=session.parent)
+    assert done.returncode == 2
+    assert (
+        done.stderr.strip() == "toolswap: error: cannot open the lease journal: not a regular file"
+    )
+
+
+def test_a_fifo_high_water_mark_is_refused_at_once(session: Path) -> None:
+    _fifo_instead_of(session / ".artifact-high-water")
+    done = _toolswap(
+        "run",
+        "--session",
+        str(session),
+        "--",
+        sys.executable,
+        "-c",
+        "print('y\\n' * 40000)",
+        cwd=session.parent,
+    )
+    assert done.returncode == 2 and "not a regular file" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("kind", "reason"),
+    [
+        ("fifo", "not a regular file"),
+        ("directory", "Is a directory"),
+        ("symlink", "Too many levels of symbolic links"),
+    ],
+)
+def test_a_hostile_session_lock_is_one_line_at_once(session: Path, kind: str, reason: str) -> None:
+    lock = session / ".session.lock"
+    if lock.exists():
+        lock.unlink()
+    if kind == "fifo":
+        os.mkfifo(lock)
+    elif kind == "directory":
+        lock.mkdir()
+    else:
+        lock.symlink_to("/etc/passwd")
+    done = _toolswap("gc", "apply", "--yes", "--session", str(session), cwd=session.parent)
+    assert done.returncode == 2
+    assert done.stderr == f"toolswap: error: cannot take the session lock: {reason}\n"
+
+
+@pytest.mark.parametrize("special", ["fifo", "/dev/null", "directory"])
+def test_the_seam_refuses_to_open_anything_but_a_regular_file(tmp_path: Path, special: str) -> None:
+    if special == "fifo":
+        path = str(tmp_path / "fifo")
+        os.mkfifo(path)
+    elif special == "directory":
+        path = str(tmp_path)
+    else:
+        path = special
+    for opener in (REAL_FS.open_read, REAL_FS.open_lock, REAL_FS.open_append):
+        with pytest.raises((NotRegularFileError, IsADirectoryError)):
+            opener(path)
+
+
+def test_a_regular_file_opened_by_the_seam_blocks_normally_again(tmp_path: Path) -> None:
+    import fcntl
+
+    path = tmp_path / "f"
+    path.write_bytes(b"data")
+    handle = REAL_FS.open_read(str(path))
+    try:
+        assert not fcntl.fcntl(handle, fcntl.F_GETFL) & os.O_NONBLOCK
+        assert REAL_FS.read(handle, 10) == b"data"
+    finally:
+        REAL_FS.close(handle)
