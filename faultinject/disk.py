@@ -53,7 +53,7 @@ from typing import Literal
 
 import attrs
 
-from toolswap.fs import FileFacts
+from toolswap.fs import FileFacts, NotRegularFileError
 
 __all__ = [
     "SimulatedDisk",
@@ -437,6 +437,8 @@ class SimulatedDisk:
                 raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), path)
             if existing.kind == stat.S_IFLNK:
                 raise self._error(errno.ELOOP, path)
+            if existing.kind != stat.S_IFREG:  # as the real seam: only regular files open
+                raise NotRegularFileError(errno.EINVAL, "not a regular file", path)
             return self._open(existing, path, read=True, write=False, append=False)
 
     def write(self, handle: int, data: bytes) -> None:

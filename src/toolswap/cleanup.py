@@ -68,6 +68,7 @@ import attrs
 from .domain import ArtifactRetentionClaim, is_artifact_filename, parse_source_id
 from .errors import CorruptStateError, EnvironmentFailure, UsageError
 from .fs import REAL_FS, FileFacts, FileSystem
+from .journal_anchor import ANCHOR_NAME
 from .journal_format import Phase
 from .session import TOOL_RESULTS, SessionPaths
 
@@ -753,16 +754,21 @@ def _check_journal_session(paths: SessionPaths, journal: ArtifactRetentionJourna
 
 
 def _refuse_if_journal(paths: SessionPaths, fs: FileSystem) -> None:
-    try:
-        fs.lstat(paths.journal)
-    except FileNotFoundError:
-        return
-    except OSError as exc:
-        raise EnvironmentFailure(f"cannot inspect the lease journal: {exc}") from exc
-    raise JournalRequiredError(
-        "this session has a lease journal: raw claims cannot see its leases; "
-        "use the journal-aware cleanup (S1)"
-    )
+    for name, what in ((paths.journal, "a lease journal"), (_anchor_path(paths), "had one")):
+        try:
+            fs.lstat(name)
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            raise EnvironmentFailure(f"cannot inspect the lease journal: {exc}") from exc
+        raise JournalRequiredError(
+            f"this session has {what}: raw claims cannot see its leases; "
+            "use the journal-aware cleanup (S1)"
+        )
+
+
+def _anchor_path(paths: SessionPaths) -> str:
+    return os.path.join(paths.root, ANCHOR_NAME)
 
 
 # -- apply -------------------------------------------------------------------------------
@@ -938,6 +944,9 @@ def apply_cleanup_from_journal(
             raise CleanupRefused(f"the lease journal is corrupt; cleanup refuses: {exc}") from exc
         moment = recovery.observed_at
         index = _index_claims(paths, _protecting_claims(recovery), moment)
+        # Remember what was verified before anything is deleted: a journal cut
+        # back later is refused instead of read as fewer leases.
+        journal.anchor_verified()
         return _apply_locked(paths, plan, index, fs, moment)
 
 

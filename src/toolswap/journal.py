@@ -69,6 +69,7 @@ from .errors import (
     UsageError,
 )
 from .fs import REAL_FS, FileSystem
+from .journal_anchor import ANCHOR_NAME, JournalAnchor
 from .journal_format import (
     GENESIS_SHA256,
     JournalCorruptError,
@@ -394,6 +395,8 @@ class ArtifactRetentionJournal:
         self._depth = 0
         self._holder: int | None = None
         self._dir_synced_for: tuple[int, int] | None = None  # file whose entry we fsynced
+        self._anchor = JournalAnchor(self._paths, fs)
+        self._anchored = False  # this object has made sure the anchor exists
         if self.exists():
             with self._locked():
                 self._full_verify()
@@ -788,8 +791,27 @@ class ArtifactRetentionJournal:
     def _refresh_missing(self) -> None:
         if self._fold.size:
             raise JournalCorruptError(self._fold.sequence, "vanished", "verified journal is gone")
+        self._check_anchor(0, "vanished", "the lease journal is gone")
         self._identity = None
         self._torn = None
+
+    def _check_anchor(self, records: int, reason: str, what: str) -> None:
+        """Missing evidence is not "no leases": refuse below the anchor's count."""
+        expected = self._anchor.expected()
+        if records < expected:
+            raise JournalCorruptError(
+                records + 1,
+                reason,
+                f"{what}, but {ANCHOR_NAME} says it held at least {expected} record(s); "
+                f"restore it (or, if every lease is truly settled, remove {ANCHOR_NAME})",
+            )
+
+    def anchor_verified(self) -> None:
+        """Durably raise the anchor to the records verified so far (cleanup, under the lock)."""
+        with self._locked():
+            if self._fold.sequence:
+                self._anchor.raise_to(self._fold.sequence)
+                self._anchored = True
 
     def _refresh(self) -> None:
         """Bring the fold up to date with the file (under the lock)."""
@@ -829,6 +851,8 @@ class ArtifactRetentionJournal:
                 fold.sequence + 1, "rewritten", "journal lost records verified before"
             )
             raise self._poisoned
+        if self._identity is not None:
+            self._check_anchor(fold.sequence, "shrank", "the lease journal is short")
 
     def _read_from(self, fold: _Fold) -> None:
         """Read and fold every complete line after ``fold.size``; note the torn tail."""
@@ -964,3 +988,8 @@ class ArtifactRetentionJournal:
             ) from exc
         fold.apply(record, record.sequence, len(line))
         self._identity = (facts.device, facts.inode)
+        if not self._anchored:
+            # Once per object, after the record is durable: from now on a
+            # missing or emptied journal is refused, not read as "no leases".
+            self._anchor.raise_to(fold.sequence)
+            self._anchored = True

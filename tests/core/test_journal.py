@@ -125,8 +125,21 @@ def test_prepare_appends_one_durable_record(session: pathlib.Path) -> None:
         "fsync",
         "fsync_dir",
         "journal.after_fsync",
+        # the session's first record: the journal anchor is created, durably
+        "write",
+        "fsync",
+        "fsync_dir",
     ]
     assert journal.exists()
+    fs.calls.clear()
+    journal.prepare(make_artifact(session, b"second\n", 2), "t2")
+    assert fs.calls == [  # later records: the journal's own I/O only
+        "journal.before_append",
+        "write",
+        "journal.before_fsync",
+        "fsync",
+        "journal.after_fsync",
+    ]
 
 
 def test_prepare_checks_the_artifact_and_appends_under_one_hold_of_the_session_lock(
@@ -282,6 +295,7 @@ def test_publish_reference_prepares_publishes_commits_in_order(session: pathlib.
     ]
     assert order == [
         "fsync",
+        "fsync",  # the session's first record also creates the journal anchor
         "publish.after_prepared",
         "PUBLISH",
         "publish.after_owner_write",

@@ -14,6 +14,7 @@ import pytest
 
 from toolswap.domain import ArtifactRetentionClaim
 from toolswap.journal import ArtifactRetentionJournal, JournalCorruptError, Phase
+from toolswap.journal_anchor import ANCHOR_NAME
 from toolswap.journal_format import (
     CORRUPTION_REASONS,
     GENESIS_SHA256,
@@ -156,6 +157,9 @@ def test_truncation_at_every_offset_recovers_a_prefix_and_appends(tmp_path: path
         fs.data = bytearray(good[:cut])
         complete = good.count(b"\n", 0, cut)
         partial = cut - (good.rfind(b"\n", 0, cut) + 1)
+        # Each cut stands for a crash that tore the tail at this offset, in a new
+        # world; the anchor of the previous iteration's records is not part of it.
+        (session / ANCHOR_NAME).unlink(missing_ok=True)
         journal = ArtifactRetentionJournal(session, fs=fs)  # full verification at open
         with journal.locked_state() as rec:
             assert rec.record_count == complete
@@ -182,6 +186,7 @@ def test_truncation_on_the_real_disk_recovers_and_appends(tmp_path: pathlib.Path
     claim = make_artifact(session)
     for cut in range(0, len(good) + 1, 101):
         path.write_bytes(good[:cut])
+        (session / ANCHOR_NAME).unlink(missing_ok=True)  # as above: a new world per cut
         ArtifactRetentionJournal(session).prepare(claim, "after-cut")
         again = ArtifactRetentionJournal(session).recover()
         assert (again.record_count, again.torn_tail) == (good.count(b"\n", 0, cut) + 1, None)

@@ -53,7 +53,8 @@ def test_a_seal_that_writes_no_tombstone_is_caught_by_the_view(tmp_path: Path) -
     assert not result.passed
     assert result.details[0].startswith("AssertionError: owner row of t"), result.details[0]
     assert "real absent, model tombstone" in result.details[0]
-    assert "Falsifying example:" in result.details  # the shrunk trace comes with it
+    # the shrunk trace comes with it (its header differs between Hypothesis versions)
+    assert any(line.startswith("state.") for line in result.details), result.details
 
 
 def test_a_remove_that_deletes_the_row_is_caught(tmp_path: Path) -> None:

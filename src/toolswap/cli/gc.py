@@ -6,9 +6,11 @@ a dry run that re-validates and reports what *would* be deleted.
 
 Which claims protect: when the session has a lease journal
 (``retention-leases.jsonl``), the journal-aware cleanup runs and the journal's
-leases protect (a corrupt journal refuses, exit 2).  Without a journal there
-are no leases, so the raw form runs with **no claims**: every regular artifact
-older than the TTL is an orphan.  Harnesses that track references elsewhere
+leases protect (a corrupt journal refuses, exit 2).  A session that once had
+a journal remembers it (``.journal-anchor``): if the journal is then missing
+or shorter than once verified, cleanup refuses too.  A session that never had
+a journal has no leases, so the raw form runs with **no claims**: every
+regular artifact older than the TTL is an orphan.  Harnesses that track references elsewhere
 must use the Python API (``plan_cleanup(paths, claims, ...)``) instead.
 """
 
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import re
 import sys
 import time
@@ -133,11 +136,19 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _open_journal(paths: SessionPaths) -> Any:
-    try:
-        REAL_FS.lstat(paths.journal)
-    except FileNotFoundError:
-        return None
     from ..journal import ArtifactRetentionJournal
+    from ..journal_anchor import ANCHOR_NAME
+
+    # A session that has had a journal (its anchor says so) keeps the
+    # journal-aware path even when the journal is gone: that path refuses.
+    for name in (paths.journal, os.path.join(paths.root, ANCHOR_NAME)):
+        try:
+            REAL_FS.lstat(name)
+            break
+        except FileNotFoundError:
+            continue
+    else:
+        return None
 
     try:
         return ArtifactRetentionJournal(paths.root)

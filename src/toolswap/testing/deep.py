@@ -35,6 +35,7 @@ import re
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from typing import Any
 
 import attrs
 
@@ -159,6 +160,8 @@ def run_protocol_machine(
     from hypothesis.reporting import with_reporter
     from hypothesis.stateful import run_state_machine_as_test
 
+    _run_as_test: Any = run_state_machine_as_test  # typed differently across releases
+
     from ..faultinject.crashing_machine import CrashingMachine
     from ..faultinject.owner import OWNER_FAULTS
     from ..faultinject.owner_source import HarnessSource, harness_sources
@@ -198,7 +201,7 @@ def run_protocol_machine(
     failure: BaseException | None = None
     with with_reporter(lambda text: report.append(str(text))), _shrinking_for(shrink_seconds):
         try:
-            run_state_machine_as_test(machine, settings=budget)  # type: ignore[no-untyped-call]
+            _run_as_test(machine, settings=budget)
         except Exception as exc:  # a failing example: the report says which
             failure = exc
     seconds = time.perf_counter() - started
