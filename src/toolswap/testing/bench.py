@@ -348,6 +348,20 @@ class Bench:
                 self.scan(str(shown[name]), f"an observation's {name}")
         return snapshot
 
+    def tombstone(self, owner: ArtifactReferenceOwner, txn: str) -> Snapshot:
+        """Set-up: remove a never-seen id, which must leave a tombstone; its observation.
+
+        A failure here names O4's check, not the sentence under test.
+        """
+        expect(self.remove(owner, txn).ok, "setting up: remove of a never-seen id failed")
+        seen = self.observe(owner, txn)
+        expect(
+            seen.is_tombstone,
+            f"setting up: remove of a never-seen id left {seen.describe()}, not a tombstone "
+            "(see O4.remove-never-seen-tombstones)",
+        )
+        return seen
+
     @contextmanager
     def fenced(self, owner: ArtifactReferenceOwner, txn: str) -> Iterator[OwnerObservation]:
         """``inspect_fenced`` with the observation scanned on entry."""
