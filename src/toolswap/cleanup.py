@@ -630,6 +630,8 @@ def _denial(name: str, facts: FileFacts) -> str | None:
         return "a directory: cleanup only removes artifact files"
     if not facts.is_regular:
         return "not a regular file"
+    if facts.nlink > 1:
+        return f"hard-linked ({facts.nlink} links): may be someone else's file, never deleted"
     if not is_artifact_filename(name):
         return "not an artifact name (tool_result_NNN.txt)"
     return None
@@ -869,6 +871,8 @@ def _revalidate_and_delete(
         return RETAINED_UNKNOWN, f"cannot inspect: {exc.strerror or exc}"
     if facts.is_symlink or not facts.is_regular:
         return RACE_DETECTED, "no longer a regular file"
+    if facts.nlink > 1:
+        return RACE_DETECTED, f"hard-linked since the plan ({facts.nlink} links)"
     if facts.uid != uid:
         return RACE_DETECTED, f"now owned by uid {facts.uid}"
     if FileSnapshot.of(facts) != expected:

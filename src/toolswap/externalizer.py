@@ -546,6 +546,10 @@ def _require_owned(facts: FileFacts, name: str, uid: int) -> None:
         raise ArtifactNotOwnedError(f"{name} is not a regular file")
     if facts.uid != uid:
         raise ArtifactNotOwnedError(f"{name} is owned by uid {facts.uid}, not {uid}")
+    if facts.nlink > 1:  # a hard link can make a file elsewhere look like ours
+        raise ArtifactNotOwnedError(
+            f"{name} has {facts.nlink} hard links; a linked file may be someone else's (S7)"
+        )
 
 
 def _hash_and_index(fs: FileSystem, handle: int) -> tuple[str, LineIndex]:

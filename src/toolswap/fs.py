@@ -66,6 +66,8 @@ class FileFacts:
     inode: int
     uid: int
     mode: int
+    nlink: int = 1
+    """Hard links to the inode: above one, the file may also be someone else's."""
 
     @property
     def is_regular(self) -> bool:
@@ -326,6 +328,7 @@ def _facts(result: os.stat_result) -> FileFacts:
         inode=result.st_ino,
         uid=result.st_uid,
         mode=result.st_mode,
+        nlink=result.st_nlink,
     )
 
 

@@ -906,7 +906,7 @@ class ArtifactRetentionJournal:
             raise EnvironmentFailure(f"cannot stat artifact {name}: {exc.strerror}") from exc
         if not directory.is_dir:
             raise ArtifactNotOwnedError("tool-results is not a real directory (S7)")
-        if not facts.is_regular or facts.uid != fs.current_uid():
+        if not facts.is_regular or facts.uid != fs.current_uid() or facts.nlink > 1:
             raise ArtifactNotOwnedError(f"artifact {name} is not a regular file of ours (S7)")
         digest = hashlib.sha256()
         try:

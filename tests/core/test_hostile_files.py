@@ -121,3 +121,76 @@ def test_a_regular_file_opened_by_the_seam_blocks_normally_again(tmp_path: Path)
         assert REAL_FS.read(handle, 10) == b"data"
     finally:
         REAL_FS.close(handle)
+
+
+# -- hard links: a link inside tool-results/ may be someone else's file (S7) -------------
+
+
+def _linked_artifact(tmp_path: Path) -> tuple[ToolResultExternalizer, str, Path]:
+    """An artifact of ours with a second hard link outside the session."""
+    ext = ToolResultExternalizer(tmp_path / "s")
+    ref = ext.externalize("secret line\n" * 5_000, "bash").artifact
+    assert ref is not None
+    outside = tmp_path / "elsewhere.txt"
+    os.link(ref.path, outside)
+    return ext, ref.source.source_id, outside
+
+
+def test_a_hard_linked_artifact_is_never_read(tmp_path: Path) -> None:
+    from toolswap.errors import ArtifactNotOwnedError
+
+    ext, source_id, _ = _linked_artifact(tmp_path)
+    with pytest.raises(ArtifactNotOwnedError, match="2 hard links"):
+        ext.read_artifact(source_id)
+    done = _toolswap("read", source_id, "--session", str(tmp_path / "s"), cwd=tmp_path)
+    assert done.returncode == 2 and "hard links" in done.stderr and "secret" not in done.stdout
+
+
+def test_a_hard_link_to_a_file_elsewhere_is_never_served(tmp_path: Path) -> None:
+    ext = ToolResultExternalizer(tmp_path / "s")
+    ext.externalize("ours\n" * 10_000, "bash")
+    outside = tmp_path / "their-file.txt"
+    outside.write_text("theirs\n" * 10_000)
+    planted = ext.tool_results_dir + "/tool_result_002.txt"
+    os.link(outside, planted)
+    import hashlib
+
+    digest = hashlib.sha256(outside.read_bytes()).hexdigest()
+    source_id = f"artifact:s:tool_result_002.txt:{digest[:12]}"
+    done = _toolswap("read", source_id, "--session", str(tmp_path / "s"), cwd=tmp_path)
+    assert done.returncode == 2 and "hard links" in done.stderr and "theirs" not in done.stdout
+
+
+def test_cleanup_never_deletes_a_hard_linked_file(tmp_path: Path) -> None:
+    ext, _, outside = _linked_artifact(tmp_path)
+    done = _toolswap(
+        "gc",
+        "apply",
+        "--yes",
+        "--ttl",
+        "0s",
+        "--json",
+        "--session",
+        str(tmp_path / "s"),
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    import json
+
+    [entry] = json.loads(done.stdout)["plan"]["entries"]
+    assert entry["status"] == "denied" and "hard-linked" in entry["reason"]
+    assert os.listdir(ext.tool_results_dir) == ["tool_result_001.txt"] and outside.exists()
+
+
+def test_prepare_refuses_a_hard_linked_artifact(tmp_path: Path) -> None:
+    from toolswap import ArtifactRetentionClaim, ArtifactRetentionJournal
+    from toolswap.errors import ArtifactNotOwnedError
+
+    ext, source_id, _ = _linked_artifact(tmp_path)
+    [name] = os.listdir(ext.tool_results_dir)
+    import hashlib
+
+    digest = hashlib.sha256((Path(ext.tool_results_dir) / name).read_bytes()).hexdigest()
+    claim = ArtifactRetentionClaim(source_id=source_id, content_sha256=digest)
+    with pytest.raises(ArtifactNotOwnedError, match="not a regular file of ours"):
+        ArtifactRetentionJournal(tmp_path / "s").prepare(claim, "t1")
