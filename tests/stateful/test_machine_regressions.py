@@ -14,6 +14,13 @@ from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from toolswap.faultinject.protocol_machine import (
+    OwnerRecord,
+    OwnerState,
+    ProtocolMachine,
+    claim_identity,
+    name_of,
+)
 from toolswap.spec import cleanup as spec_cleanup
 
 from toolswap.cleanup import ArtifactCleanupPolicy
@@ -21,7 +28,6 @@ from toolswap.domain import ArtifactRetentionClaim, format_source_id
 from toolswap.externalizer import ToolResultExternalizer
 from toolswap.journal import ArtifactRetentionJournal
 
-from ._machine import OwnerRecord, OwnerState, ProtocolMachine, claim_identity, name_of
 from .test_protocol_machine import SimulatedDiskMachine
 
 INVARIANTS = (

@@ -16,8 +16,7 @@ from toolswap.faultinject.crashing_machine import (
     CrashingMachine,
     SimulatedDiskMachine,
 )
-
-from ._machine import MACHINE_EXAMPLES
+from toolswap.faultinject.protocol_machine import MACHINE_EXAMPLES
 
 __all__ = ["CRASH_POINTS", "T0", "CrashingMachine", "SimulatedDiskMachine"]
 

@@ -15,10 +15,9 @@ import time
 from typing import Any
 
 from hypothesis import settings
+from toolswap.faultinject.protocol_machine import MACHINE_EXAMPLES, OUTSIDE_BYTES, ProtocolMachine
 
 from toolswap.fs import REAL_FS
-
-from ._machine import MACHINE_EXAMPLES, OUTSIDE_BYTES, ProtocolMachine
 
 
 class RealFsMachine(ProtocolMachine):

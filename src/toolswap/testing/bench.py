@@ -348,6 +348,13 @@ class Bench:
                 self.scan(str(shown[name]), f"an observation's {name}")
         return snapshot
 
+    def published(self, name: str = "t") -> tuple[ArtifactReferenceOwner, str]:
+        """Set-up: a new handle and the id ``name`` holding :attr:`first`, published by it."""
+        owner, txn = self.open(), self.txn(name)
+        outcome = self.publish(owner, txn, self.first)
+        expect(outcome.ok, f"setting up: publish of a never-seen id {outcome.describe()}")
+        return owner, txn
+
     def tombstone(self, owner: ArtifactReferenceOwner, txn: str) -> Snapshot:
         """Set-up: remove a never-seen id, which must leave a tombstone; its observation.
 

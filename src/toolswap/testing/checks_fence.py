@@ -138,8 +138,7 @@ def _seal_refuses_held_publish(bench: Bench, *, process: bool) -> str:
 
 
 def _holds_back_remove(bench: Bench, *, process: bool) -> str:
-    owner, txn = bench.open(), bench.txn("t")
-    expect(bench.publish(owner, txn, bench.first).ok, "publish failed")
+    owner, txn = bench.published()
     with bench.fenced(owner, txn) as observation:
         expect(observation.state == ObservedState.PUBLISHED, "the published id is not PUBLISHED")
         contender = _Contender(bench, "remove", txn, process=process)

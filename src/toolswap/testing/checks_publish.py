@@ -105,8 +105,7 @@ def _publish_under_fault(bench: Bench) -> str:
     "publishing the identity an id already holds returns normally and changes nothing",
 )
 def _republish(bench: Bench) -> str:
-    owner, txn = bench.open(), bench.txn("t")
-    expect(bench.publish(owner, txn, bench.first).ok, "publish failed")
+    owner, txn = bench.published()
     before = bench.observe(owner, txn)
     for handle in (owner, bench.open()):
         again = bench.publish(handle, txn, bench.first)
@@ -122,8 +121,7 @@ def _republish(bench: Bench) -> str:
     "another identity under an id that holds a reference raises OwnerConflictError",
 )
 def _conflict(bench: Bench) -> str:
-    owner, txn = bench.open(), bench.txn("t")
-    expect(bench.publish(owner, txn, bench.first).ok, "publish failed")
+    owner, txn = bench.published()
     other = bench.publish(owner, txn, bench.second)
     expect(
         other.kind is OutcomeKind.CONFLICT,
@@ -137,8 +135,7 @@ def _conflict(bench: Bench) -> str:
     "a refused conflicting publish changes nothing",
 )
 def _conflict_changes_nothing(bench: Bench) -> str:
-    owner, txn = bench.open(), bench.txn("t")
-    expect(bench.publish(owner, txn, bench.first).ok, "publish failed")
+    owner, txn = bench.published()
     before = bench.observe(owner, txn)
     bench.publish(owner, txn, bench.second)
     after = bench.observe(bench.open(), txn)
@@ -175,8 +172,7 @@ def _conflict_across_handles(bench: Bench) -> str:
     "identity is the source id and the FULL digest: a shared digest prefix is another identity",
 )
 def _full_digest(bench: Bench) -> str:
-    owner, txn = bench.open(), bench.txn("t")
-    expect(bench.publish(owner, txn, bench.first).ok, "publish failed")
+    owner, txn = bench.published()
     twin = bench.publish(owner, txn, bench.twin)
     expect(
         twin.kind is OutcomeKind.CONFLICT,

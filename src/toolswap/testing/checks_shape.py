@@ -93,8 +93,7 @@ def _never_seen(bench: Bench) -> str:
     "PUBLISHED shows the durable identity (source id and full digest), unsealed",
 )
 def _published(bench: Bench) -> str:
-    owner, txn = bench.open(), bench.txn("t")
-    expect(bench.publish(owner, txn, bench.first).ok, "publish failed")
+    owner, txn = bench.published()
     seen = bench.observe(owner, txn)
     expect(seen.state == ObservedState.PUBLISHED, f"a published id is {seen.describe()}")
     expect(seen.source_id == bench.first.source_id, "the source id differs from the published one")

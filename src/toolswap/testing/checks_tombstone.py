@@ -98,8 +98,7 @@ def _refuses_other_process(bench: Bench) -> str:
 
 @check("O4.remove-hides-reference", "remove returns only once no reference is visible")
 def _remove_hides(bench: Bench) -> str:
-    owner, txn = bench.open(), bench.txn("t")
-    expect(bench.publish(owner, txn, bench.first).ok, "publish failed")
+    owner, txn = bench.published()
     outcome = bench.remove(owner, txn)
     expect(outcome.ok, f"remove of a published id {outcome.describe()}")
     seen = bench.observe(bench.open(), txn)
@@ -112,8 +111,7 @@ def _remove_hides(bench: Bench) -> str:
     "remove leaves a durable tombstone, so a late replay cannot resurrect the reference",
 )
 def _remove_tombstones(bench: Bench) -> str:
-    owner, txn = bench.open(), bench.txn("t")
-    expect(bench.publish(owner, txn, bench.first).ok, "publish failed")
+    owner, txn = bench.published()
     expect(bench.remove(owner, txn).ok, "remove failed")
     seen = bench.observe(bench.open(), txn)
     expect(seen.is_tombstone, f"after remove: {seen.describe()}, not a sealed absence")
@@ -126,8 +124,7 @@ def _remove_tombstones(bench: Bench) -> str:
 
 @check("O4.remove-is-idempotent", "remove is idempotent")
 def _remove_twice(bench: Bench) -> str:
-    owner, txn = bench.open(), bench.txn("t")
-    expect(bench.publish(owner, txn, bench.first).ok, "publish failed")
+    owner, txn = bench.published()
     for attempt in ("first", "second", "third"):
         outcome = bench.remove(bench.open(), txn)
         expect(outcome.ok, f"the {attempt} remove {outcome.describe()}")
@@ -150,8 +147,7 @@ def _remove_unknown(bench: Bench) -> str:
 
 @check("O4.remove-durable-across-reopen", "a returned remove is durable (new handles)")
 def _remove_durable_reopen(bench: Bench) -> str:
-    owner, txn = bench.open(), bench.txn("t")
-    expect(bench.publish(owner, txn, bench.first).ok, "publish failed")
+    owner, txn = bench.published()
     expect(bench.remove(owner, txn).ok, "remove failed")
     seen = bench.observe(bench.reopen(), txn)
     expect(seen.is_tombstone, f"after a reopen: {seen.describe()}")
@@ -164,8 +160,7 @@ def _remove_durable_reopen(bench: Bench) -> str:
     needs=[Capability.RESTART],
 )
 def _remove_durable_restart(bench: Bench) -> str:
-    owner, txn = bench.open(), bench.txn("t")
-    expect(bench.publish(owner, txn, bench.first).ok, "publish failed")
+    owner, txn = bench.published()
     expect(bench.remove(owner, txn).ok, "remove failed")
     owner = bench.restart()
     seen = bench.observe(owner, txn)
@@ -270,8 +265,7 @@ def _seal_after_lost_fence(bench: Bench) -> str:
     "seal_absence is allowed only on an ABSENT observation: otherwise UsageError, nothing written",
 )
 def _seal_published(bench: Bench) -> str:
-    owner, txn = bench.open(), bench.txn("t")
-    expect(bench.publish(owner, txn, bench.first).ok, "publish failed")
+    owner, txn = bench.published()
     before = bench.observe(owner, txn)
     with bench.fenced(owner, txn) as observation:
         outcome = bench.seal(observation)
@@ -373,8 +367,7 @@ def _tombstone_killed(bench: Bench) -> str:
     needs=[Capability.OTHER_PROCESS],
 )
 def _remove_killed(bench: Bench) -> str:
-    owner, txn = bench.open(), bench.txn("t")
-    expect(bench.publish(owner, txn, bench.first).ok, "publish failed")
+    owner, txn = bench.published()
     _killed_after(bench, "remove", txn)
     seen = bench.observe(bench.open(), txn)
     expect(seen.is_tombstone, f"after the removing process was killed: {seen.describe()}")
