@@ -30,7 +30,9 @@ Plan (:func:`plan_cleanup`, :func:`plan_cleanup_from_journal`):
 
    A claim whose file is gone is reported as ``missing_referenced``: a
    dangling pointer someone must hear about.  A claim for another session
-   never maps to a path (S7); it is listed in ``foreign_claims`` and ignored.
+   refuses the whole plan (:class:`ForeignClaimError`): the caller is cleaning
+   a session it does not hold claims for, and ignoring the claim could delete
+   the file it meant to keep (S1).  It never maps to a path either way (S7).
 
 Apply (:func:`apply_cleanup`, :func:`apply_cleanup_from_journal`):
 
@@ -84,6 +86,7 @@ __all__ = [
     "FileSnapshot",
     "ScanProgress",
     "CleanupRefused",
+    "ForeignClaimError",
     "HostilePlanError",
     "JournalRequiredError",
     "PLAN_STATUSES",
@@ -97,7 +100,7 @@ __all__ = [
 ]
 
 CHUNK_SIZE = 1024 * 1024
-PLAN_VERSION = 1
+PLAN_VERSION = 2  # 2: no ``foreign_claims`` (a foreign claim refuses the plan)
 
 RETAINED_REFERENCED = "retained_referenced"
 RETAINED_RECENT = "retained_recent"
@@ -148,6 +151,10 @@ class CleanupRefused(CorruptStateError):
 
 class HostilePlanError(UsageError):
     """A plan that cleanup did not make for this session: odd names, another session or root."""
+
+
+class ForeignClaimError(UsageError):
+    """A claim names another session: the caller is confused about what it cleans (S1, S7)."""
 
 
 class JournalRequiredError(UsageError):
@@ -281,7 +288,6 @@ class CleanupPlan:
     planned_at: float
     policy: ArtifactCleanupPolicy
     entries: tuple[PlanEntry, ...]
-    foreign_claims: tuple[str, ...] = ()
     journal_aware: bool = False
 
     @property
@@ -308,7 +314,6 @@ class CleanupPlan:
             "journal_aware": self.journal_aware,
             "counts": self.counts,
             "entries": [entry.to_dict() for entry in self.entries],
-            "foreign_claims": list(self.foreign_claims),
         }
 
     @classmethod
@@ -322,7 +327,6 @@ class CleanupPlan:
             "journal_aware",
             "counts",
             "entries",
-            "foreign_claims",
         }
         _exact_keys(data, cls.__name__, keys)
         if data["version"] != PLAN_VERSION:
@@ -338,7 +342,6 @@ class CleanupPlan:
             planned_at=data["planned_at"],
             policy=ArtifactCleanupPolicy.from_dict(data["policy"]),
             entries=tuple(PlanEntry.from_dict(entry) for entry in data["entries"]),
-            foreign_claims=tuple(data["foreign_claims"]),
             journal_aware=bool(data["journal_aware"]),
         )
         _check_plan_shape(plan)
@@ -428,26 +431,26 @@ class _ClaimIndex:
     """Active claims of this session by file name: {name: {digest: reference count}}."""
 
     by_name: Mapping[str, Mapping[str, int]]
-    foreign: tuple[str, ...]
 
 
 def _index_claims(
     paths: SessionPaths, claims: Iterable[ArtifactRetentionClaim], now: float
 ) -> _ClaimIndex:
     by_name: dict[str, dict[str, int]] = {}
-    foreign: list[str] = []
     for claim in claims:
         if not isinstance(claim, ArtifactRetentionClaim):
             raise UsageError(f"claims must be ArtifactRetentionClaim, got {type(claim).__name__}")
         parsed = parse_source_id(claim.source_id)
         if parsed.session_id != paths.session_id:
-            foreign.append(claim.source_id)  # S7: never becomes a path
-            continue
+            raise ForeignClaimError(
+                f"claim {claim.source_id} names session {parsed.session_id!r}, not "
+                f"{paths.session_id!r}: refusing to clean with it (is this the right session?)"
+            )
         if claim.retain_until is not None and claim.retain_until <= now:
             continue  # an expired raw claim no longer protects
         digests = by_name.setdefault(parsed.filename, {})
         digests[claim.content_sha256] = digests.get(claim.content_sha256, 0) + claim.reference_count
-    return _ClaimIndex(by_name=by_name, foreign=tuple(sorted(set(foreign))))
+    return _ClaimIndex(by_name=by_name)
 
 
 def _claim_verdict(digests: Mapping[str, int] | None, sha256: str) -> tuple[str, str, int] | None:
@@ -618,7 +621,6 @@ def _plan(
         planned_at=now,
         policy=policy,
         entries=entries,
-        foreign_claims=index.foreign,
         journal_aware=journal_aware,
     )
 

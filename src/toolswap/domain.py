@@ -10,6 +10,7 @@ constructor.
 
 from __future__ import annotations
 
+import datetime
 import math
 import re
 from collections.abc import Mapping
@@ -25,6 +26,8 @@ __all__ = [
     "ArtifactReference",
     "ArtifactMemoryReference",
     "ArtifactRetentionClaim",
+    "RetainUntil",
+    "normalize_retain_until",
     "parse_source_id",
     "format_source_id",
     "validate_session_id",
@@ -285,28 +288,66 @@ class ArtifactReference:
         )
 
 
+#: What ``retain_until`` accepts: epoch seconds, an aware ``datetime``, or an ISO 8601 string.
+RetainUntil = float | int | datetime.datetime | str | None
+
+
+def normalize_retain_until(value: object) -> float | None:
+    """The one place a retention deadline becomes epoch seconds (or ``None``: no expiry).
+
+    Epoch seconds pass through; a ``datetime`` or an ISO 8601 string
+    (``2026-09-01T00:00:00+00:00``, ``...Z``) must carry its time zone: a naive
+    time means different instants on different hosts, so it is refused.
+    """
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        raise UsageError(f"retain_until must be a time, got {value!r}")
+    if isinstance(value, int | float):
+        try:
+            finite = math.isfinite(value)
+        except OverflowError:  # an int too large for a float
+            finite = False
+        if not finite:
+            raise UsageError(f"retain_until must be a finite number or None, got {value!r}")
+        return value  # unchanged: journal lines already written must hash the same
+    if isinstance(value, str):
+        try:
+            value = datetime.datetime.fromisoformat(value)
+        except ValueError:
+            raise UsageError(
+                f"retain_until {value!r} is not an ISO 8601 time such as 2026-09-01T00:00:00+00:00"
+            ) from None
+    if isinstance(value, datetime.datetime):
+        if value.tzinfo is None or value.tzinfo.utcoffset(value) is None:
+            raise UsageError(
+                f"retain_until {value.isoformat()} has no time zone: add one (e.g. +00:00)"
+            )
+        return value.timestamp()
+    raise UsageError(
+        "retain_until must be epoch seconds, an aware datetime or an ISO 8601 string, "
+        f"got {type(value).__name__}"
+    )
+
+
 @attrs.frozen(kw_only=True)
 class ArtifactRetentionClaim:
-    """A path-free promise to keep one artifact; the full digest must match the id."""
+    """A path-free promise to keep one artifact; the full digest must match the id.
+
+    ``retain_until`` accepts what :func:`normalize_retain_until` accepts and is
+    stored as epoch seconds.
+    """
 
     source_id: str
     content_sha256: str
     reference_count: int = 1
-    retain_until: float | None = None
+    retain_until: float | None = attrs.field(default=None, converter=normalize_retain_until)
 
     def __attrs_post_init__(self) -> None:
         _check_digest_agrees(self.source_id, self.content_sha256)
         count = _require_count(self.reference_count, "reference_count")
         if count < 1:
             raise UsageError("reference_count must be at least 1")
-        if self.retain_until is not None and (
-            isinstance(self.retain_until, bool)
-            or not isinstance(self.retain_until, int | float)
-            or not math.isfinite(self.retain_until)
-        ):
-            raise UsageError(
-                f"retain_until must be a finite number or None, got {self.retain_until!r}"
-            )
 
     @property
     def parsed(self) -> SourceId:
@@ -317,7 +358,7 @@ class ArtifactRetentionClaim:
         cls,
         ref: ArtifactMemoryReference,
         reference_count: int = 1,
-        retain_until: float | None = None,
+        retain_until: RetainUntil = None,
     ) -> ArtifactRetentionClaim:
         return cls(
             source_id=ref.source.source_id,

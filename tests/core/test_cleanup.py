@@ -25,6 +25,7 @@ from toolswap.cleanup import (
     CleanupPlan,
     CleanupRefused,
     FileSnapshot,
+    ForeignClaimError,
     HostilePlanError,
     JournalRequiredError,
     PlanEntry,
@@ -340,22 +341,31 @@ def test_planning_reports_progress_up_to_the_totals(tmp_path: pathlib.Path) -> N
 # -- S7: claims of another session -----------------------------------------------------
 
 
-def test_a_claim_of_another_session_never_maps_to_a_path(tmp_path: pathlib.Path) -> None:
+def test_a_claim_of_another_session_refuses_the_whole_plan(tmp_path: pathlib.Path) -> None:
+    # The folder was renamed (s2 -> s1) or the caller mixed sessions up: the claim
+    # meant to keep this very file.  Ignoring it would delete the file (S1).
     paths = make_session(tmp_path, "s1")
     other = make_session(tmp_path, "s2")
     name = put(paths, 1, b"same bytes")
     theirs = put(other, 1, b"same bytes")
     foreign = claim_for(paths, name, b"same bytes", session_id="s2")
     fs = RecordingFS()
-    plan = plan_cleanup(paths, [foreign], policy=DELETE, now=NOW, fs=fs)
-    # It protects nothing here (it names s2's file), is reported, and is never resolved.
-    assert plan.entry(name).status == "planned_delete"
-    assert plan.foreign_claims == (foreign.source_id,)
-    assert "missing_referenced" not in plan.counts
-    report = apply_cleanup(paths, plan, claims=[foreign], now=NOW, fs=fs)
-    assert report.counts == {"deleted": 1}
-    assert exists(other, theirs)
+    with pytest.raises(ForeignClaimError, match="names session 's2', not 's1'"):
+        plan_cleanup(paths, [foreign], policy=DELETE, now=NOW, fs=fs)
+    assert exists(paths, name) and exists(other, theirs)
     assert all(not call[1].startswith(str(tmp_path / "s2")) for call in fs.calls)
+
+
+def test_apply_refuses_when_a_current_claim_names_another_session(
+    tmp_path: pathlib.Path,
+) -> None:
+    paths = make_session(tmp_path, "s1")
+    name = put(paths, 1, b"same bytes")
+    plan = plan_cleanup(paths, [], policy=DELETE, now=NOW)
+    foreign = claim_for(paths, name, b"same bytes", session_id="s2")
+    with pytest.raises(ForeignClaimError):
+        apply_cleanup(paths, plan, claims=[foreign], now=NOW)
+    assert exists(paths, name)
 
 
 # -- apply ------------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 
 import attrs
@@ -122,11 +123,42 @@ def test_claim_refuses_a_digest_that_disagrees_with_its_source_id() -> None:
         {"reference_count": True},
         {"retain_until": float("nan")},
         {"retain_until": "soon"},
+        {"retain_until": 10**400},
+        {"retain_until": True},
+        {"retain_until": "2026-09-01T00:00:00"},
+        {"retain_until": datetime.datetime(2026, 9, 1)},
+        {"retain_until": datetime.date(2026, 9, 1)},
     ],
 )
 def test_claim_refuses_invalid_counts_and_expiries(changes: dict[str, object]) -> None:
     with pytest.raises(UsageError):
         ArtifactRetentionClaim(source_id=SID, content_sha256=DIGEST, **changes)  # type: ignore[arg-type]
+
+
+SEPT_1_2026 = 1788220800.0  # 2026-09-01T00:00:00Z in epoch seconds
+
+
+@pytest.mark.parametrize(
+    "when",
+    [
+        "2026-09-01T00:00:00+00:00",
+        "2026-09-01T00:00:00Z",
+        "2026-09-01T02:00:00+02:00",
+        datetime.datetime(2026, 9, 1, tzinfo=datetime.UTC),
+        SEPT_1_2026,
+    ],
+)
+def test_claim_takes_retain_until_as_an_aware_time_in_any_form(when: object) -> None:
+    # The source document writes retain_until as an ISO 8601 string.
+    claim = ArtifactRetentionClaim(source_id=SID, content_sha256=DIGEST, retain_until=when)  # type: ignore[arg-type]
+    assert claim.retain_until == SEPT_1_2026
+
+
+def test_a_naive_retain_until_is_refused_and_says_why() -> None:
+    with pytest.raises(UsageError, match="no time zone"):
+        ArtifactRetentionClaim(
+            source_id=SID, content_sha256=DIGEST, retain_until="2026-09-01T00:00:00"
+        )
 
 
 def test_claim_from_memory_reference_keeps_the_full_digest() -> None:

@@ -212,8 +212,6 @@ def _print_plan(plan: CleanupPlan, journal_aware: bool, out: TextIO) -> None:
                 ]
             )
         _table(rows, out)
-    if plan.foreign_claims:
-        out.write(f"ignored {len(plan.foreign_claims)} claim(s) of other sessions\n")
     out.write(f"plan: {_counts(plan.counts)}\n")
 
 
