@@ -119,3 +119,37 @@ def test_prepare_on_a_fresh_journal(benchmark, tmp_path: pathlib.Path) -> None: 
     journal = ArtifactRetentionJournal(tmp_path / "s")
     ids = itertools.count()
     benchmark(lambda: journal.prepare(claim, f"t{next(ids)}", now=1.0))
+
+
+# -- open + recover of a fresh object (issue 14 item 10) ------------------------------
+#
+# What a reader does: construct the journal and recover it.  The baseline is the
+# old behaviour, kept callable through a private flag: the constructor and the
+# first recover() each verify the whole file.
+
+FRESH = 2000
+
+
+class _VerifyTwice(ArtifactRetentionJournal):
+    _verify_twice_on_open = True
+
+
+@pytest.fixture(scope="module")
+def fresh_journal(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
+    session = tmp_path_factory.mktemp("fresh") / "s"
+    claim = _claim(session)
+    journal = ArtifactRetentionJournal(session)
+    for i in range(FRESH // 2):
+        journal.prepare(claim, f"t{i}", now=1.0)
+        journal.abort(f"t{i}", now=1.0)
+    return session
+
+
+@pytest.mark.benchmark(group="journal-open-and-recover")
+def test_toolswap_open_and_recover(benchmark, fresh_journal: pathlib.Path) -> None:  # type: ignore[no-untyped-def]
+    benchmark(lambda: ArtifactRetentionJournal(fresh_journal).recover(now=1.0))
+
+
+@pytest.mark.benchmark(group="journal-open-and-recover")
+def test_baseline_open_and_recover_verifying_twice(benchmark, fresh_journal: pathlib.Path) -> None:  # type: ignore[no-untyped-def]
+    benchmark(lambda: _VerifyTwice(fresh_journal).recover(now=1.0))

@@ -1,5 +1,9 @@
 """Page reads are O(window): a cached 2,000-line read vs the whole-file baseline.
 
+Also in the ``read`` group: a byte-capped page (``read_page``, 24 KiB) and a
+piece from the middle of one 5 MB line (resumed with ``start_byte``), which
+must cost about the same as a short-line page, not the line.
+
 The baseline is what the teaching code did for every page: hash, decode and
 split the whole artifact.  Compare the ``read`` group's means as a ratio.
 """
@@ -43,3 +47,25 @@ def test_baseline_whole_file_read(benchmark, artifact) -> None:  # type: ignore[
 
     page = benchmark(whole_file)
     assert page.startswith("row 900000 ")
+
+
+@pytest.mark.benchmark(group="read")
+def test_toolswap_byte_capped_page(benchmark, artifact) -> None:  # type: ignore[no-untyped-def]
+    ext, ref = artifact
+    page = benchmark(ext.read_page, ref, 900_000)
+    assert page.first_line == 900_000 and len(page.text.encode()) <= 24 * 1024
+
+
+@pytest.fixture(scope="module")
+def long_line(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    ext = ToolResultExternalizer(tmp_path_factory.mktemp("l") / "sess", environ={})
+    result = ext.externalize(b"start\n" + b"y" * 5_000_000 + b"\nend\n", "bash")
+    assert result.artifact is not None
+    return ext, result.artifact
+
+
+@pytest.mark.benchmark(group="read")
+def test_toolswap_piece_of_a_long_line(benchmark, long_line) -> None:  # type: ignore[no-untyped-def]
+    ext, ref = long_line
+    page = benchmark(ext.read_page, ref, 1, start_byte=2_500_000)
+    assert page.next_byte == 2_500_000 + 24 * 1024

@@ -1071,7 +1071,18 @@ class CrashExplorer:
                 out.extend((mode, None, i) for i in range(self.seeds))
         return out
 
-    def explore(self, progress: Callable[[str, int], None] | None = None) -> ExplorationResult:
+    def explore(
+        self,
+        progress: Callable[[str, int], None] | None = None,
+        *,
+        on_state: Callable[[str, int, int], None] | None = None,
+    ) -> ExplorationResult:
+        """Run every crash state of every scenario.
+
+        ``progress(scenario, count)`` hears each scenario's total when it ends;
+        ``on_state(scenario, count, total)`` hears every crash state as it is
+        checked (for a live display: it must not raise).
+        """
         started = time.perf_counter()
         result = ExplorationResult(known_points=known_crash_points())
         for scenario in self.scenarios:
@@ -1092,6 +1103,8 @@ class CrashExplorer:
                     )
                     recovery_ops = max(recovery_ops, world.recovery_ops)
                     count += 1
+                    if on_state is not None:
+                        on_state(scenario.name, count, result.states + count)
                     if target.kind == "point":
                         result.crash_point_states[target.name] += 1
                     shown = mode if granularity is None else f"{mode}/{granularity}"
@@ -1104,6 +1117,8 @@ class CrashExplorer:
                         scenario, target, mode, seed=seed, recovery_crash_at=at, owner=self.owner
                     )
                     count += 1
+                    if on_state is not None:
+                        on_state(scenario.name, count, result.states + count)
                     result.recovery_crash_states += world.recovery_crashed
                     shown = f"{mode}+recovery-crash@io#{at}"
                     self._record(result, violations, findings, scenario, target, shown, seed)

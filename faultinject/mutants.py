@@ -106,6 +106,14 @@ class Mutant:
     _install: Callable[[], contextlib.AbstractContextManager[None]] = attrs.field(
         alias="install", repr=False
     )
+    #: What a user types and sees (``crashcheck --mutants``, reports): hyphenated, and the
+    #: name of the spec variant (``toolswap explore --variant``) when it is the same mistake.
+    #: ``name`` stays the identifier code refers to; both are accepted wherever one is typed.
+    label: str = ""
+
+    def __attrs_post_init__(self) -> None:
+        if not self.label:
+            object.__setattr__(self, "label", self.name.replace("_", "-"))
 
     @contextlib.contextmanager
     def active(self) -> Iterator[None]:
@@ -333,6 +341,7 @@ def _splitlines_journal() -> contextlib.AbstractContextManager[None]:
 MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         name="publish_before_fsync",
+        label="publish-before-prepared",
         mistake="publish before the PREPARED record is fsynced",
         invariant="S2",
         target="toolswap.journal.ArtifactRetentionJournal._append",
@@ -341,6 +350,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         name="release_before_remove",
+        label="release-before-remove",
         mistake="append RELEASED before the owner removed the reference",
         invariant="S4",
         target="toolswap.journal.ArtifactRetentionJournal.remove_reference",
@@ -349,6 +359,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         name="abort_without_tombstone",
+        label="abort-before-tombstone",
         mistake="append ABORTED on an unsealed absence without writing the tombstone",
         invariant="S3",
         target="toolswap.journal.ArtifactRetentionJournal._decide",
@@ -357,6 +368,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         name="skip_revalidation",
+        label="gc-skips-revalidation",
         mistake="GC apply deletes the planned files without re-validating them",
         invariant="S1",
         target="toolswap.cleanup._revalidate_and_delete",
@@ -365,6 +377,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         name="trust_memory_path",
+        label="gc-trusts-memory-path",
         mistake="GC deletes the artifact_path that a Memory record names",
         invariant="S7",
         target="toolswap.cleanup.apply_cleanup_from_journal",
@@ -373,6 +386,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         name="counter_overwrites",
+        label="counter-restart",
         mistake="the artifact counter restarts at 001 and overwrites the file",
         invariant="S6",
         target="toolswap.externalizer.ToolResultExternalizer._reserve",
@@ -392,9 +406,9 @@ MUTANTS: tuple[Mutant, ...] = (
 
 
 def mutant_named(name: str) -> Mutant:
-    """The mutant called ``name``; KeyError if there is none."""
+    """The mutant called ``name`` (its identifier or its label); KeyError if there is none."""
     for mutant in MUTANTS:
-        if mutant.name == name:
+        if name in (mutant.name, mutant.label):
             return mutant
     raise KeyError(name)
 
@@ -424,7 +438,8 @@ class MutantResult:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "mutant": self.mutant.name,
+            "mutant": self.mutant.label,
+            "identifier": self.mutant.name,
             "mistake": self.mutant.mistake,
             "target": self.mutant.target,
             "expected": self.mutant.invariant,

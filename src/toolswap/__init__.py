@@ -68,8 +68,28 @@ from .owner import (
     owner_publisher,
     owner_remover,
 )
+from .reading import (
+    DEFAULT_PAGE_BYTES,
+    DEFAULT_PAGE_LINES,
+    ArtifactInfo,
+    GrepMatch,
+    GrepResult,
+    Page,
+    render_grep,
+    render_listing,
+    render_page,
+)
 
 __all__ = [
+    "DEFAULT_PAGE_BYTES",
+    "DEFAULT_PAGE_LINES",
+    "ArtifactInfo",
+    "GrepMatch",
+    "GrepResult",
+    "Page",
+    "render_grep",
+    "render_listing",
+    "render_page",
     "ArtifactCleanupPolicy",
     "ArtifactIntegrityError",
     "ArtifactMemoryReference",

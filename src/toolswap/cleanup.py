@@ -67,7 +67,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
-from .domain import ArtifactRetentionClaim, is_artifact_filename, parse_source_id
+from .domain import (
+    ArtifactRetentionClaim,
+    artifact_number,
+    is_artifact_filename,
+    parse_source_id,
+)
 from .errors import CorruptStateError, EnvironmentFailure, UsageError
 from .fs import REAL_FS, FileFacts, FileSystem
 from .journal_anchor import ANCHOR_NAME
@@ -831,6 +836,13 @@ def _apply_locked(
     _check_plan_target(paths, plan, fs)
     uid = fs.current_uid()
     dry = plan.policy.dry_run
+    if not dry and plan.planned:
+        # S6: remember the deleted names apart from the mark, durably, before
+        # any unlink, so a lost mark is reconstructed above them (high_water).
+        from .high_water import ArtifactHighWaterMark
+
+        highest = max(artifact_number(entry.name) for entry in plan.planned)
+        ArtifactHighWaterMark(paths, fs).record_deletion(highest)
     outcomes: list[ReportEntry] = []
     deleted_any = False
     for entry in plan.planned:

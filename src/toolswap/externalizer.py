@@ -57,7 +57,23 @@ from .errors import (
 from .fs import REAL_FS, FileFacts, FileSystem
 from .high_water import ArtifactHighWaterMark
 from .line_index import LineIndex, LineIndexBuilder
-from .pointer import HEAD_BYTES, TAIL_BYTES, PreviewCollector, render_pointer
+from .pointer import (
+    HEAD_BYTES,
+    NOTABLE_LINES,
+    TAIL_BYTES,
+    NotablePattern,
+    PreviewCollector,
+    render_pointer,
+)
+from .reading import (
+    DEFAULT_PAGE_LINES,
+    ArtifactInfo,
+    GrepResult,
+    Page,
+    char_boundary,
+    page_bytes_from_env,
+    validate_page_bytes,
+)
 from .session import SessionPaths
 
 if TYPE_CHECKING:
@@ -82,6 +98,7 @@ _CHUNK = 1024 * 1024
 _TOOL_RE = re.compile(r"[A-Za-z0-9_.:/@+-]{1,128}")
 _CONTROL_RE = re.compile(r"[\x00-\x1f\x7f\u2028\u2029]")
 _MAX_RESERVE_ATTEMPTS = 100_000
+_MAX_THRESHOLD_BYTES = 1 << 50  # 1 PiB: any larger threshold is a typo, not a setting
 
 Output = str | bytes | bytearray | memoryview | Iterable[bytes]
 
@@ -120,12 +137,13 @@ def _env_threshold(environ: Mapping[str, str], name: str, *, kib: bool) -> int |
         number = float(text) if kib else int(text)
     except ValueError:
         number = -1
-    if not number > 0 or number != number or number == float("inf"):
+    limit = _MAX_THRESHOLD_BYTES / 1024 if kib else _MAX_THRESHOLD_BYTES
+    if not 0 < number <= limit:  # also refuses nan, inf and 1e308 (int(1e308 * 1024) overflows)
         raise InvalidThreshold(
             f"environment variable {name}={raw!r} is not a positive "
-            f"{'number of KiB' if kib else 'integer'}"
+            f"{'number of KiB' if kib else 'integer'} of at most {limit:,.0f}"
         )
-    return int(number * 1024) if kib else int(number)
+    return max(1, int(number * 1024)) if kib else int(number)
 
 
 def _chunks(output: Output) -> Iterator[bytes]:
@@ -198,6 +216,9 @@ class ToolResultExternalizer:
         head_bytes: int = HEAD_BYTES,
         tail_bytes: int = TAIL_BYTES,
         environ: Mapping[str, str] | None = None,
+        page_bytes: int | None = None,
+        notable_pattern: str | None = None,
+        notable_lines: int = NOTABLE_LINES,
     ) -> None:
         env = os.environ if environ is None else environ
         self.paths = SessionPaths.at(session_dir, session_id)
@@ -213,7 +234,18 @@ class ToolResultExternalizer:
             if threshold_bytes is not None
             else _env_threshold(env, THRESHOLD_ENV, kib=True) or DEFAULT_THRESHOLD_BYTES
         )
-        PreviewCollector(head_bytes, tail_bytes)  # validates the window sizes
+        self.page_bytes = (
+            page_bytes_from_env(env)
+            if page_bytes is None
+            else validate_page_bytes(page_bytes, "page_bytes")
+        )
+        self._notable = NotablePattern.resolve(notable_pattern, env)
+        self._notable_lines = notable_lines
+        # validates the window sizes and the notable-line count
+        try:
+            PreviewCollector(head_bytes, tail_bytes, notable_lines=notable_lines)
+        except (ValueError, TypeError) as exc:
+            raise UsageError(str(exc)) from None
         self._head_bytes = head_bytes
         self._tail_bytes = tail_bytes
         self._high_water = ArtifactHighWaterMark(self.paths, fs)
@@ -317,7 +349,12 @@ class ToolResultExternalizer:
         fs.crash_point("externalize.after_create")
         digest = hashlib.sha256()
         index = LineIndexBuilder()
-        preview = PreviewCollector(self._head_bytes, self._tail_bytes)
+        preview = PreviewCollector(
+            self._head_bytes,
+            self._tail_bytes,
+            notable=self._notable,
+            notable_lines=self._notable_lines,
+        )
         closed = False
         try:
             for source in (buffered, rest):
@@ -369,6 +406,7 @@ class ToolResultExternalizer:
             source_tool=tool,
             content_sha256=sha256,
             path=path,
+            page_bytes=self.page_bytes,
         )
         return ExternalizationResult(context_text=text, artifact=reference)
 
@@ -390,27 +428,218 @@ class ToolResultExternalizer:
         self,
         ref: ArtifactReference | ArtifactMemoryReference | str,
         offset: int = 0,
-        limit: int = 2000,
+        limit: int = DEFAULT_PAGE_LINES,
+        *,
+        max_bytes: int | None = None,
     ) -> str:
-        """Lines ``[offset, offset + limit)`` (0-based) of a verified artifact of this session."""
-        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-            raise UsageError(f"offset must be a non-negative integer, got {offset!r}")
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-            raise UsageError(f"limit must be a positive integer, got {limit!r}")
+        """The text of :meth:`read_page` (lines from ``offset``, 0-based, capped in bytes)."""
+        return self.read_page(ref, offset, limit, max_bytes=max_bytes).text
+
+    def read_page(
+        self,
+        ref: ArtifactReference | ArtifactMemoryReference | str,
+        offset: int = 0,
+        limit: int = DEFAULT_PAGE_LINES,
+        *,
+        max_bytes: int | None = None,
+        start_byte: int = 0,
+    ) -> Page:
+        """Up to ``limit`` lines from line ``offset`` (byte ``start_byte`` of it), capped in bytes.
+
+        See :mod:`toolswap.reading` for the page rules.  The artifact is
+        verified first; the read costs one index stride plus the page.
+        """
+        _require_index(offset, "offset", minimum=0)
+        _require_index(limit, "limit", minimum=1)
+        _require_index(start_byte, "start_byte", minimum=0)
+        cap = self.page_bytes if max_bytes is None else validate_page_bytes(max_bytes)
+        source_id, expected = _expected_digest(ref)
+        path = self.paths.path_for_source(source_id)
+        handle, index = self._open_verified(path, source_id, expected)
+        fs = self._fs
+        try:
+            total = index.line_count
+            if offset > 0 and offset >= total:
+                raise UsageError(f"offset {offset} is past the end: the artifact has {total} lines")
+
+            def pread(size: int, at: int) -> bytes:
+                return fs.pread(handle, size, at)
+
+            line_start = index.line_start(offset, pread)
+            if start_byte:
+                line_end = index.line_start(offset + 1, pread)
+                if start_byte >= line_end - line_start:
+                    raise UsageError(
+                        f"start_byte {start_byte} is past the end of line {offset} "
+                        f"({line_end - line_start} bytes)"
+                    )
+            start = line_start + start_byte
+            data = _pread_full(pread, cap, start, index.size)
+        except OSError as exc:
+            raise EnvironmentFailure(f"reading {source_id} failed: {exc}") from exc
+        finally:
+            fs.close(handle)
+        return _cut_page(
+            data,
+            source_id=source_id,
+            offset=offset,
+            limit=limit,
+            cap=cap,
+            start=start,
+            start_byte=start_byte,
+            index=index,
+        )
+
+    def grep_artifact(
+        self,
+        ref: ArtifactReference | ArtifactMemoryReference | str,
+        pattern: str,
+        *,
+        fixed: bool = False,
+        ignore_case: bool = False,
+        context: int = 0,
+        max_matches: int = 100,
+        max_bytes: int | None = None,
+        offset: int = 0,
+    ) -> GrepResult:
+        """Lines matching ``pattern`` from line ``offset`` (rules: :mod:`toolswap.artifact_grep`).
+
+        The artifact is verified first; the scan streams in bounded memory and
+        stops at ``max_matches`` or when the rendered output would pass
+        ``max_bytes`` (default: the page cap), reporting where to resume.
+        """
+        from . import artifact_grep
+
+        _require_index(offset, "offset", minimum=0)
+        _require_index(context, "context", minimum=0)
+        _require_index(max_matches, "max_matches", minimum=1)
+        if context > artifact_grep.MAX_CONTEXT:
+            raise UsageError(f"context must be at most {artifact_grep.MAX_CONTEXT}, got {context}")
+        cap = self.page_bytes if max_bytes is None else validate_page_bytes(max_bytes)
+        searcher = artifact_grep.Searcher.build(pattern, fixed=fixed, ignore_case=ignore_case)
+        source_id, expected = _expected_digest(ref)
+        path = self.paths.path_for_source(source_id)
+        handle, index = self._open_verified(path, source_id, expected)
+        fs = self._fs
+        try:
+            total = index.line_count
+            if offset > 0 and offset >= total:
+                raise UsageError(f"offset {offset} is past the end: the artifact has {total} lines")
+
+            def pread(size: int, at: int) -> bytes:
+                return fs.pread(handle, size, at)
+
+            matches, next_offset = artifact_grep.scan(
+                pread,
+                start=index.line_start(offset, pread),
+                size=index.size,
+                first_line=offset,
+                searcher=searcher,
+                context=context,
+                max_matches=max_matches,
+                max_bytes=cap,
+            )
+        except OSError as exc:
+            raise EnvironmentFailure(f"searching {source_id} failed: {exc}") from exc
+        finally:
+            fs.close(handle)
+        return GrepResult(
+            source_id=source_id,
+            pattern=pattern,
+            fixed=bool(fixed),
+            ignore_case=bool(ignore_case),
+            context=context,
+            matches=tuple(matches),
+            total_lines=total,
+            start_offset=offset,
+            truncated=next_offset is not None,
+            next_offset=next_offset,
+            max_matches=max_matches,
+            max_bytes=cap,
+        )
+
+    def stat_artifact(self, ref: ArtifactReference | ArtifactMemoryReference | str) -> ArtifactInfo:
+        """Size, lines, mtime and lease state of one verified artifact."""
         source_id, expected = _expected_digest(ref)
         path = self.paths.path_for_source(source_id)
         handle, index = self._open_verified(path, source_id, expected)
         try:
-            if offset > 0 and offset >= index.line_count:
-                raise UsageError(
-                    f"offset {offset} is past the end: the artifact has {index.line_count} lines"
-                )
-            data = index.read_lines(offset, limit, lambda n, at: self._fs.pread(handle, n, at))
+            facts = self._fs.fstat(handle)
         except OSError as exc:
-            raise EnvironmentFailure(f"reading {source_id} failed: {exc}") from exc
+            raise EnvironmentFailure(f"cannot inspect {source_id}: {exc}") from exc
         finally:
             self._fs.close(handle)
-        return data.decode("utf-8", errors="replace")
+        states = self._lease_states()
+        return ArtifactInfo(
+            source_id=source_id,
+            name=os.path.basename(path),
+            size=index.size,
+            line_count=index.line_count,
+            mtime=facts.mtime_ns / 1e9,
+            lease_state=states.get(os.path.basename(path)),
+        )
+
+    def list_artifacts(self) -> list[ArtifactInfo]:
+        """Every artifact file of the session, by name; foreign entries are skipped.
+
+        An entry is listed only if it is an artifact name and a regular file
+        of ours with one link (checked before and after a non-blocking open);
+        anything else in ``tool-results/`` is someone else's and left alone.
+        Listing hashes each artifact (its source id carries the digest);
+        verifications are cached per file identity.
+        """
+        fs = self._fs
+        directory = self.paths.tool_results
+        try:
+            facts = fs.lstat(directory)
+        except FileNotFoundError:
+            return []
+        except OSError as exc:
+            raise EnvironmentFailure(f"cannot inspect {TOOL_RESULTS_NAME}: {exc}") from exc
+        if facts.is_symlink or not facts.is_dir:
+            raise ArtifactNotOwnedError(f"{TOOL_RESULTS_NAME} is not a real directory (S7)")
+        try:
+            names = fs.listdir(directory)
+        except OSError as exc:
+            raise EnvironmentFailure(f"cannot list {TOOL_RESULTS_NAME}: {exc}") from exc
+        states = self._lease_states()
+        infos: list[ArtifactInfo] = []
+        for name in names:
+            if not is_artifact_filename(name):
+                continue
+            path = os.path.join(directory, name)
+            try:
+                handle, identity, sha256, index = self._open_owned(path, name)
+            except (ArtifactNotOwnedError, ArtifactIntegrityError):
+                continue  # not ours (or changing under us): never listed, never touched
+            self._fs.close(handle)
+            infos.append(
+                ArtifactInfo(
+                    source_id=format_source_id(self.session_id, name, sha256),
+                    name=name,
+                    size=index.size,
+                    line_count=index.line_count,
+                    mtime=identity[3] / 1e9,
+                    lease_state=states.get(name),
+                )
+            )
+        return infos
+
+    def _lease_states(self) -> dict[str, str]:
+        """Artifact file name -> the strongest phase of the leases naming it (from the journal)."""
+        from .journal import ArtifactRetentionJournal, Phase
+
+        journal = ArtifactRetentionJournal(self.paths.root, fs=self._fs, session_id=self.session_id)
+        if not journal.exists():
+            return {}
+        with journal.locked_state() as state:
+            rank = {Phase.PREPARED: 4, Phase.COMMITTED: 3, Phase.RELEASED: 2, Phase.ABORTED: 1}
+            best: dict[str, Phase] = {}
+            for txn, phase in state.states.items():
+                name = parse_source_id(state.transactions[txn].source_id).filename
+                if name not in best or rank[phase] > rank[best[name]]:
+                    best[name] = phase
+        return {name: phase.value for name, phase in best.items()}
 
     def verify_artifact(self, ref: ArtifactReference | ArtifactMemoryReference | str) -> LineIndex:
         """Check ownership, type and digest; return the artifact's line index."""
@@ -422,8 +651,29 @@ class ToolResultExternalizer:
         return index
 
     def _open_verified(self, path: str, source_id: str, expected: str) -> tuple[int, LineIndex]:
-        fs = self._fs
         name = os.path.basename(path)
+        handle, identity, sha256, index = self._open_owned(path, name)
+        if not sha256.startswith(expected):
+            self._fs.close(handle)
+            with self._cache_lock:
+                self._verified.pop(path, None)
+            # A 12-hex id is what people type, so a mismatch there is most
+            # likely a wrong id; either way the read fails closed.
+            raise ArtifactIntegrityError(
+                f"source id {source_id} does not match the file {name} (its SHA-256 digest "
+                f"differs): the id is wrong, "
+                f"or the file changed since the id was made (fail closed): "
+                f"expected sha256 {expected[:12]}..., the file has {sha256[:12]}..."
+            )
+        with self._cache_lock:
+            self._verified[path] = _Verified(identity, sha256, index)
+        return handle, index
+
+    def _open_owned(
+        self, path: str, name: str
+    ) -> tuple[int, tuple[int, int, int, int, int], str, LineIndex]:
+        """Open an artifact of ours without blocking; its identity, digest and index."""
+        fs = self._fs
         try:
             directory = fs.lstat(self.paths.tool_results)
             facts = fs.lstat(path)
@@ -446,24 +696,17 @@ class ToolResultExternalizer:
             with self._cache_lock:
                 cached = self._verified.get(path)
             if cached is not None and cached.identity == opened.identity:
-                sha256, index = cached.sha256, cached.index
-            else:
-                sha256, index = _hash_and_index(fs, handle)
-                if fs.fstat(handle).identity != opened.identity:
-                    raise ArtifactIntegrityError(f"{name} changed while it was verified")
-            if not sha256.startswith(expected):
-                with self._cache_lock:
-                    self._verified.pop(path, None)
-                raise ArtifactIntegrityError(
-                    f"artifact {source_id} fails its digest check (fail closed): "
-                    f"expected {expected[:12]}..., found {sha256[:12]}..."
-                )
-            with self._cache_lock:
-                self._verified[path] = _Verified(opened.identity, sha256, index)
+                return handle, opened.identity, cached.sha256, cached.index
+            sha256, index = _hash_and_index(fs, handle)
+            if fs.fstat(handle).identity != opened.identity:
+                raise ArtifactIntegrityError(f"{name} changed while it was verified")
+        except OSError as exc:
+            fs.close(handle)
+            raise EnvironmentFailure(f"cannot verify {name}: {exc}") from exc
         except BaseException:
             fs.close(handle)
             raise
-        return handle, index
+        return handle, opened.identity, sha256, index
 
     # -- cleanup (delegates to toolswap.cleanup) -----------------------------------
 
@@ -537,6 +780,100 @@ def _expected_digest(ref: ArtifactReference | ArtifactMemoryReference | str) -> 
     if isinstance(ref, str):
         return ref, parse_source_id(ref).digest_prefix
     raise UsageError(f"expected an artifact reference or source id, got {type(ref).__name__}")
+
+
+def _require_index(value: object, name: str, *, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        kind = "a non-negative" if minimum == 0 else "a positive"
+        raise UsageError(f"{name} must be {kind} integer, got {value!r}")
+
+
+def _pread_full(pread: Callable[[int, int], bytes], size: int, at: int, end: int) -> bytes:
+    """Up to ``size`` bytes at ``at`` (fewer only at ``end``), however the seam splits reads."""
+    pieces: list[bytes] = []
+    want = min(size, max(0, end - at))
+    while want > 0:
+        piece = pread(want, at)
+        if not piece:
+            break
+        pieces.append(piece)
+        at += len(piece)
+        want -= len(piece)
+    return b"".join(pieces)
+
+
+def _cut_page(
+    data: bytes,
+    *,
+    source_id: str,
+    offset: int,
+    limit: int,
+    cap: int,
+    start: int,
+    start_byte: int,
+    index: LineIndex,
+) -> Page:
+    """Cut ``data`` (at most ``cap`` bytes read at ``start``) into a page (rules: reading.py)."""
+    at_end = start + len(data) >= index.size
+    newline = -1
+    for _ in range(limit):
+        found = data.find(b"\n", newline + 1)
+        if found < 0:
+            break
+        newline = found
+    else:
+        newline = -2  # limit lines found: cut after the last of them
+    truncated = False
+    if newline == -2:
+        cut = _nth_newline_end(data, limit)
+    elif at_end:
+        cut = len(data)
+    else:  # the cap came first
+        truncated = True
+        cut = newline + 1 if newline >= 0 else char_boundary(data, len(data))
+    text = data[:cut].decode("utf-8", errors="replace")
+    while len(text.encode("utf-8")) > cap:  # replacement characters take 3 bytes each
+        truncated = True
+        excess = len(text.encode("utf-8")) - cap
+        shorter = max(1, cut - max(1, excess // 2))
+        newline = data.rfind(b"\n", 0, shorter)
+        cut = newline + 1 if newline >= 0 else char_boundary(data, shorter)
+        text = data[:cut].decode("utf-8", errors="replace")
+    piece = data[:cut]
+    newlines = piece.count(b"\n")
+    ends_line = piece.endswith(b"\n")
+    last_line = offset + newlines - (1 if ends_line or not piece else 0)
+    end = start + cut
+    if end >= index.size:
+        next_offset: int | None = None
+        next_byte = 0
+    elif ends_line:
+        next_offset, next_byte = offset + newlines, 0
+    else:
+        next_offset = last_line
+        next_byte = start_byte + cut if newlines == 0 else cut - (piece.rfind(b"\n") + 1)
+    return Page(
+        source_id=source_id,
+        text=text,
+        total_lines=index.line_count,
+        first_line=offset,
+        last_line=last_line,
+        next_offset=next_offset,
+        next_byte=next_byte,
+        truncated=truncated and next_offset is not None,
+        size_bytes=index.size,
+        start_byte=start_byte,
+        byte_start=start,
+        byte_end=end,
+        max_bytes=cap,
+    )
+
+
+def _nth_newline_end(data: bytes, count: int) -> int:
+    position = -1
+    for _ in range(count):
+        position = data.find(b"\n", position + 1)
+    return position + 1
 
 
 def _require_owned(facts: FileFacts, name: str, uid: int) -> None:

@@ -24,7 +24,9 @@ Crash points are no-ops on the real seam, except in a process started with
 ``TOOLSWAP_FAILPOINT=<crash point>[#N]``: it dies at that point's N-th pass
 (``os._exit(FAILPOINT_EXIT_STATUS)``, or SIGKILL with
 ``TOOLSWAP_FAILPOINT_MODE=sigkill``), which is how the real-process kill tests
-crash the real code on the real disk.
+crash the real code on the real disk.  A failpoint that is malformed or names
+no point of :data:`CRASH_POINTS` is refused (:class:`FailpointError`), never
+silently ignored.
 """
 
 from __future__ import annotations
@@ -40,13 +42,18 @@ from typing import Protocol, runtime_checkable
 
 import attrs
 
+from .errors import UsageError
+
 __all__ = [
+    "CRASH_POINTS",
     "FAILPOINT_EXIT_STATUS",
+    "FailpointError",
     "FileFacts",
     "FileSystem",
     "NotRegularFileError",
     "OsFileSystem",
     "REAL_FS",
+    "check_failpoint_environment",
     "locked",
 ]
 
@@ -285,6 +292,45 @@ class OsFileSystem:
 FAILPOINT_EXIT_STATUS = 86
 
 
+#: Every crash point name the core passes to :meth:`FileSystem.crash_point`.
+#: ``TOOLSWAP_FAILPOINT`` must name one of these: a misspelt failpoint would
+#: otherwise never fire, and a kill test would pass without killing anything.
+#: (tests/core/test_fs_seam.py checks this list against the sources.)
+CRASH_POINTS = frozenset(
+    {
+        "cleanup.after_revalidate",
+        "cleanup.after_unlink",
+        "externalize.after_create",
+        "externalize.before_dir_fsync",
+        "externalize.before_fsync",
+        "externalize.before_high_water_fsync",
+        "journal.after_fsync",
+        "journal.after_truncate",
+        "journal.before_append",
+        "journal.before_fsync",
+        "journal.before_truncate",
+        "publish.after_owner_write",
+        "publish.after_prepared",
+        "publish.after_rejected",
+        "reconcile.after_tombstone",
+        "remove.after_owner_remove",
+    }
+)
+
+
+class FailpointError(UsageError):
+    """``TOOLSWAP_FAILPOINT`` or ``TOOLSWAP_FAILPOINT_MODE`` is malformed or unknown."""
+
+
+def check_failpoint_environment() -> None:
+    """Refuse a malformed or unknown failpoint now, not at the first crash point.
+
+    The command line calls this before running a command, so a bad value is
+    one clear error (exit 2) even if the command never reaches a crash point.
+    """
+    _Failpoint.from_environ()
+
+
 class _Failpoint:
     """The failpoint named by ``TOOLSWAP_FAILPOINT``; see :meth:`OsFileSystem.crash_point`."""
 
@@ -293,9 +339,16 @@ class _Failpoint:
     def __init__(self, spec: str, mode: str) -> None:
         name, _, nth = spec.partition("#")
         if not name or (nth and (not nth.isdigit() or int(nth) < 1)):
-            raise ValueError(f"TOOLSWAP_FAILPOINT must be NAME or NAME#N (N >= 1), got {spec!r}")
+            raise FailpointError(
+                f"TOOLSWAP_FAILPOINT must be NAME or NAME#N (N >= 1), got {spec!r}"
+            )
+        if name not in CRASH_POINTS:
+            raise FailpointError(
+                f"TOOLSWAP_FAILPOINT names no known crash point: {name!r} "
+                f"(known: {', '.join(sorted(CRASH_POINTS))})"
+            )
         if mode not in {"exit", "sigkill"}:
-            raise ValueError(f"TOOLSWAP_FAILPOINT_MODE must be exit or sigkill, got {mode!r}")
+            raise FailpointError(f"TOOLSWAP_FAILPOINT_MODE must be exit or sigkill, got {mode!r}")
         self.name = name
         self.left = int(nth) if nth else 1
         self.mode = mode
@@ -315,6 +368,10 @@ class _Failpoint:
         if cls._loaded is None:
             spec = os.environ.get("TOOLSWAP_FAILPOINT", "")
             mode = os.environ.get("TOOLSWAP_FAILPOINT_MODE", "exit")
+            if not spec and mode not in {"exit", "sigkill"}:  # refused even unused
+                raise FailpointError(
+                    f"TOOLSWAP_FAILPOINT_MODE must be exit or sigkill, got {mode!r}"
+                )
             cls._loaded = (cls(spec, mode) if spec else None,)
         return cls._loaded[0]
 

@@ -27,14 +27,21 @@ new bytes are read and verified; if it was replaced, everything is verified
 again and must extend what was verified before.  So an append costs one lstat,
 one fstat, one write and one fsync however long the journal is (plus, once per
 journal object and file, a directory fsync: whoever created the file may have
-died before making its name durable).  The constructor and
-:meth:`ArtifactRetentionJournal.recover` verify the whole file.
+died before making its name durable).  The constructor verifies the whole file;
+so does :meth:`ArtifactRetentionJournal.recover`, except that the first
+``recover()`` right after the constructor re-uses that verification when the
+file's identity (device, inode, size, mtime, ctime) is unchanged: one
+verification per open.
 
 A torn tail (a final piece with no newline) is ignored and reported; the next
 append first checks that the file holds exactly the verified prefix plus that
 tail, cuts the tail off (ftruncate + fsync) and only then writes.  A torn tail
 that is a complete record followed by more bytes is not a torn write (a write
-only ever loses a suffix), so it is corruption ("newline").
+only ever loses a suffix), so it is corruption ("newline").  A final piece (or a
+line) longer than :data:`~toolswap.journal_format.MAX_RECORD_BYTES`, the largest
+record the format allows, cannot be a torn record either: it is corruption
+("oversized"), detected while reading, so memory stays bounded by one read
+chunk plus one record whatever the file holds.
 
 Publication, in this order (S2, S3, S4):
 
@@ -72,6 +79,7 @@ from .fs import REAL_FS, FileSystem
 from .journal_anchor import ANCHOR_NAME, JournalAnchor
 from .journal_format import (
     GENESIS_SHA256,
+    MAX_RECORD_BYTES,
     JournalCorruptError,
     JournalRecord,
     Phase,
@@ -362,6 +370,16 @@ class _Fold:
         )
 
 
+def _check_length(piece: bytes, line_number: int) -> None:
+    """No record is longer than MAX_RECORD_BYTES, so neither is a torn write of one."""
+    if len(piece) > MAX_RECORD_BYTES:
+        raise JournalCorruptError(
+            line_number,
+            "oversized",
+            f"{len(piece)} bytes without a newline; no record exceeds {MAX_RECORD_BYTES}",
+        )
+
+
 def _check_torn(piece: bytes, line_number: int) -> None:
     """A torn write loses a suffix; a whole record followed by more bytes is not one."""
     try:
@@ -383,6 +401,7 @@ class ArtifactRetentionJournal:
         fs: FileSystem = REAL_FS,
         clock: Callable[[], float] = _time.time,
         session_id: str | None = None,
+        _caller_holds_lock: bool = False,
     ) -> None:
         self._paths = SessionPaths.at(session_dir, session_id)
         self._fs = fs
@@ -397,9 +416,19 @@ class ArtifactRetentionJournal:
         self._dir_synced_for: tuple[int, int] | None = None  # file whose entry we fsynced
         self._anchor = JournalAnchor(self._paths, fs)
         self._anchored = False  # this object has made sure the anchor exists
-        if self.exists():
-            with self._locked():
-                self._full_verify()
+        # What the constructor verified, until the first recover() uses it or
+        # any other operation looks at the file (see recover()).
+        self._opened: tuple[int, int, int, int, int] | None = None
+        # A caller that already holds the session lock (the high-water mark's
+        # reconstruction) must not take it again: flock would wait for itself.
+        self._depth = 1 if _caller_holds_lock else 0
+        try:
+            if self.exists():
+                with self._locked():
+                    self._full_verify()
+                    self._opened = self._file_identity()
+        finally:
+            self._depth = 0
 
     # -- public surface -------------------------------------------------------
 
@@ -530,15 +559,46 @@ class ArtifactRetentionJournal:
         self.release(txn, now=now)
         return value
 
+    def verified_intents(self) -> dict[str, ArtifactRetentionClaim]:
+        """Transaction id -> claim, as of the last verification; no I/O, no lock."""
+        return dict(self._fold.intents)
+
+    #: Benchmark baseline only: verify again in the first recover() after open.
+    _verify_twice_on_open = False
+
     def recover(self, *, now: float | None = None) -> Recovery:
-        """Verify the whole journal and return its state; raises :class:`JournalCorruptError`."""
+        """Verify the whole journal and return its state; raises :class:`JournalCorruptError`.
+
+        One verification per open: the first ``recover()`` after the
+        constructor re-uses the constructor's verification if the file still
+        has the same identity (device, inode, size, mtime, ctime) and nothing
+        else looked at it in between; any change is verified in full, never
+        served stale.  Every later ``recover()`` verifies the whole file.
+        """
         with self._mutex:
             if not self.exists():
+                self._opened = None
                 self._refresh_missing()
                 return self._snapshot(now)
             with self._locked():
+                opened, self._opened = self._opened, None
+                if (
+                    opened is not None
+                    and not self._verify_twice_on_open
+                    and self._poisoned is None
+                    and self._file_identity() == opened
+                ):
+                    return self._snapshot(now)
                 self._full_verify()
                 return self._snapshot(now)
+
+    def _file_identity(self) -> tuple[int, int, int, int, int] | None:
+        try:
+            return self._fs.lstat(self._paths.journal).identity
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise EnvironmentFailure(f"cannot stat the lease journal: {exc.strerror}") from exc
 
     @contextlib.contextmanager
     def locked_state(self, *, now: float | None = None) -> Iterator[Recovery]:
@@ -815,6 +875,7 @@ class ArtifactRetentionJournal:
 
     def _refresh(self) -> None:
         """Bring the fold up to date with the file (under the lock)."""
+        self._opened = None
         if self._poisoned is not None:
             raise self._poisoned
         try:
@@ -881,7 +942,11 @@ class ArtifactRetentionJournal:
                 carry = pieces.pop()
                 for piece in pieces:
                     line_number = fold.sequence + 1
+                    _check_length(piece, line_number)
                     fold.apply(parse_line(piece, line_number), line_number, len(piece) + 1)
+                # Memory stays bounded by one chunk plus one record: a final
+                # piece longer than any record is refused as soon as it is seen.
+                _check_length(carry, fold.sequence + 1)
             if carry:
                 _check_torn(carry, fold.sequence + 1)
                 self._torn = TornTail(offset=fold.size, length=len(carry))

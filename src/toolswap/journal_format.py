@@ -2,7 +2,8 @@
 
 Rules of the format (docs/design.md section 5):
 
-1. One record per line; a line ends with ``b"\\n"`` and lines are split on that
+1. One record per line; a line ends with ``b"\\n"``, holds at most
+   :data:`MAX_RECORD_BYTES` bytes, and lines are split on that
    byte only (never ``str.splitlines``), so U+2028 and friends inside a field are
    harmless.  Canonical JSON is ASCII-only anyway (``ensure_ascii=True``).
 2. Every record has exactly the keys of :data:`RECORD_KEYS`.  ``event_sha256`` is
@@ -36,6 +37,7 @@ from .errors import CorruptStateError, UsageError
 __all__ = [
     "FORMAT_VERSION",
     "GENESIS_SHA256",
+    "MAX_RECORD_BYTES",
     "RECORD_KEYS",
     "Phase",
     "JournalRecord",
@@ -53,6 +55,17 @@ __all__ = [
 FORMAT_VERSION = 1
 GENESIS_SHA256 = "0" * 64
 MAX_TRANSACTION_ID_LEN = 512
+
+#: The longest line (without its newline) the format allows.  Every field is
+#: bounded: the transaction id is at most 512 characters of at most 12 bytes
+#: each once escaped (a surrogate pair), about 6 KiB; session ids are at most
+#: 128 safe characters and appear twice; the four hashes are 64 hex digits; and
+#: every number (sequence, time, reference count, retain-until, the artifact
+#: number in the source id) is at most 4,300 digits, Python's limit for
+#: parsing an integer, about 22 KiB together.  The total stays under 32 KiB;
+#: 64 KiB leaves room.  :func:`encode_record` refuses anything longer, so a
+#: final piece longer than this cannot be a torn write of a record.
+MAX_RECORD_BYTES = 64 * 1024
 
 RECORD_KEYS = frozenset(
     {
@@ -100,6 +113,7 @@ CORRUPTION_REASONS = frozenset(
         "rewritten",  # the file no longer extends what was verified before
         "vanished",  # a verified journal is gone
         "not_regular",  # the journal is not a regular file
+        "oversized",  # a line or final piece longer than any record (MAX_RECORD_BYTES)
     }
 )
 
@@ -125,11 +139,15 @@ class JournalCorruptError(CorruptStateError):
         return (type(self), (self.line_number, self.reason, self.detail))
 
 
+# One encoder for every call: json.dumps would build a new one each time.
+_ENCODER = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False
+)
+
+
 def canonical_json(value: Any) -> bytes:
     """The one byte encoding that hashes and lines use."""
-    return json.dumps(
-        value, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False
-    ).encode("ascii")
+    return _ENCODER.encode(value).encode("ascii")
 
 
 def sha256_hex(data: bytes) -> str:
@@ -228,7 +246,10 @@ def build_record(
 
 
 def encode_record(record: JournalRecord) -> bytes:
-    return canonical_json(record.to_dict()) + b"\n"
+    line = canonical_json(record.to_dict())
+    if len(line) > MAX_RECORD_BYTES:  # unreachable with valid fields; the bound is a rule
+        raise UsageError(f"a journal record is limited to {MAX_RECORD_BYTES} bytes")
+    return line + b"\n"
 
 
 _BODY_START = len(b'{"event_sha256":"",') + 64
@@ -246,8 +267,11 @@ def parse_line(line: bytes, line_number: int) -> JournalRecord:
     the intent digest.  Chain, sequence, session and transitions need context and
     are checked by the fold in :mod:`toolswap.journal`.
     """
+    # A canonical line is ASCII: decode it once and compare text with text.
+    # Anything else takes json.loads' own path, so its errors stay the same.
+    text = line.decode("ascii") if line.isascii() else None
     try:
-        data = json.loads(line)
+        data = json.loads(line if text is None else text)
     except (ValueError, RecursionError) as exc:  # RecursionError: absurdly nested JSON
         raise JournalCorruptError(line_number, "json", type(exc).__name__) from None
     if not isinstance(data, dict) or set(data) != RECORD_KEYS:
@@ -273,7 +297,7 @@ def parse_line(line: bytes, line_number: int) -> JournalRecord:
     if isinstance(moment, bool) or not isinstance(moment, int | float):
         raise JournalCorruptError(line_number, "schema", "time")
     try:
-        if canonical_json(data) != line:
+        if text is None or _ENCODER.encode(data) != text:
             raise JournalCorruptError(line_number, "canonical", "line is not canonical JSON")
     except ValueError:
         raise JournalCorruptError(line_number, "canonical", "not encodable") from None
@@ -290,7 +314,11 @@ def parse_line(line: bytes, line_number: int) -> JournalRecord:
             claim = ArtifactRetentionClaim.from_dict(raw_intent)
         except (UsageError, TypeError) as exc:
             raise JournalCorruptError(line_number, "intent", type(exc).__name__) from None
-        if sha256_hex(canonical_json(raw_intent)) != data["intent_sha256"]:
+        # The line is canonical, so the intent's canonical bytes are in it,
+        # right after '"intent":' ("intent" sorts second) and before the next key.
+        start = _BODY_START + len(b'"intent":')
+        end = line.find(b',"intent_sha256":', start)
+        if sha256_hex(line[start:end]) != data["intent_sha256"]:
             raise JournalCorruptError(line_number, "intent", "intent_sha256 does not match")
         if claim.to_dict() != raw_intent:
             raise JournalCorruptError(line_number, "intent", "intent is not a canonical claim")

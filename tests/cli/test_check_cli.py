@@ -22,7 +22,9 @@ def _fast(passed: bool) -> list[check.CheckRow]:
 def test_one_failed_check_fails_the_verdict(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(check, "run_checks", lambda seeds, progress=None, owners=(): _fast(False))
+    monkeypatch.setattr(
+        check, "run_checks", lambda seeds, progress=None, owners=(), live=None: _fast(False)
+    )
     assert main(["check"]) == 1
     out = capsys.readouterr().out
     assert "FAIL" in out and "FAILED" in out.splitlines()[-1]
@@ -31,7 +33,9 @@ def test_one_failed_check_fails_the_verdict(
 def test_the_table_has_one_row_per_check(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(check, "run_checks", lambda seeds, progress=None, owners=(): _fast(True))
+    monkeypatch.setattr(
+        check, "run_checks", lambda seeds, progress=None, owners=(), live=None: _fast(True)
+    )
     assert main(["check"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split()[:2] == ["check", "verdict"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -12,7 +13,7 @@ import toolswap.spec
 from toolswap.spec import diagrams, variants
 
 from toolswap.cli import main
-from toolswap.cli.explore import EXIT_NOT_CAUGHT, EXIT_OK, EXIT_VIOLATION
+from toolswap.cli.explore import EXIT_INCOMPLETE, EXIT_NOT_CAUGHT, EXIT_OK, EXIT_VIOLATION
 
 SMALL = "artifacts=1,transactions=1"
 
@@ -134,3 +135,69 @@ def test_help_documents_the_exit_codes() -> None:
     assert result.returncode == 0
     for line in ("0  no violation", "1  a violation was found", "2  usage error", "3  a variant"):
         assert line in result.stdout
+
+
+def test_help_shows_no_raw_restructuredtext() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "toolswap.cli", "explore", "--help"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert "``" not in done.stdout and ":mod:" not in done.stdout
+    assert "--variant the" in done.stdout.replace("\n", " ")
+
+
+def test_counts_are_written_one_way_with_thousands_separators(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, _ = _run(["--bounds", "artifacts=1,transactions=2"], capsys)
+    assert code == EXIT_OK
+    verdict = next(line for line in out.splitlines() if line.startswith("verdict:"))
+    assert re.search(r"\(\d{1,3}(,\d{3})+ states, \d{1,3}(,\d{3})+ transitions, depth", verdict)
+
+
+def test_one_step_is_singular(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _run(["--variant", "gc-follows-unknown-entries"], capsys)
+    assert code == EXIT_VIOLATION
+    assert "shortest counterexample (1 step):" in out
+
+
+def test_a_budget_that_runs_out_is_incomplete_never_a_pass(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, _ = _run(["--bounds", "artifacts=1,transactions=2", "--max-states", "500"], capsys)
+    assert code == EXIT_INCOMPLETE and EXIT_INCOMPLETE not in (EXIT_OK, EXIT_VIOLATION)
+    assert "verdict: INCOMPLETE" in out and "0 violations" not in out
+    code, out, _ = _run(
+        ["--bounds", "artifacts=1,transactions=2", "--max-states", "500", "--json"], capsys
+    )
+    doc = json.loads(out)
+    assert (code, doc["complete"], doc["stopped"], doc["exit_status"]) == (
+        EXIT_INCOMPLETE,
+        False,
+        "max_states",
+        EXIT_INCOMPLETE,
+    )
+
+
+def test_a_variant_whose_budget_runs_out_is_incomplete(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _run(["--variant", "gc-trusts-memory-path", "--max-states", "100"], capsys)
+    assert code == EXIT_INCOMPLETE and "INCOMPLETE" in out and "NOT CAUGHT" not in out
+
+
+@pytest.mark.parametrize("bad", ["0", "-1", "x", "1.5"])
+def test_a_bad_budget_is_a_usage_error(bad: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["explore", "--max-states", bad]) == 2
+    assert main(["explore", "--max-seconds", "-" + bad]) == 2
+
+
+def test_symmetry_reduction_is_reported_and_can_be_switched_off(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    bounds = ["--bounds", "artifacts=1,transactions=2", "--json"]
+    _, reduced, _ = _run(bounds, capsys)
+    _, full, _ = _run([*bounds, "--no-symmetry"], capsys)
+    a, b = json.loads(reduced), json.loads(full)
+    assert (a["symmetry"], b["symmetry"]) == (2, 1)
+    assert a["states"] < b["states"] and a["violations"] == b["violations"] == 0

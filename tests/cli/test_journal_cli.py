@@ -96,12 +96,25 @@ def test_verify_reports_a_torn_tail(
     assert "torn tail: 7 bytes (ignored)" in capsys.readouterr().out
 
 
-def test_verify_without_a_journal(
+def test_verify_of_a_session_without_a_journal(
     tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(["journal", "verify", "--session", str(tmp_path / "none")]) == 0
+    (tmp_path / "empty").mkdir()
+    assert main(["journal", "verify", "--session", str(tmp_path / "empty")]) == 0
     assert capsys.readouterr().out.startswith("ok: 0 records")
-    assert not (tmp_path / "none").exists()
+    assert os.listdir(tmp_path / "empty") == []
+
+
+@pytest.mark.parametrize("action", ["verify", "show"])
+def test_a_session_folder_that_does_not_exist_is_an_error_not_zero_records(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str], action: str
+) -> None:
+    typo = tmp_path / "typo" / "dir"
+    assert main(["journal", action, "--session", str(typo)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == f"toolswap: error: no session folder at {typo} (it does not exist)\n"
+    assert not (tmp_path / "typo").exists()
 
 
 def test_show_lists_transactions(
@@ -144,7 +157,7 @@ def test_verify_of_an_absurdly_nested_line_exits_2_naming_it(
 ) -> None:
     session = _session(tmp_path)
     with open(session / "retention-leases.jsonl", "ab") as handle:
-        handle.write(b"[" * 100_000 + b"\n")
+        handle.write(b"[" * 60_000 + b"\n")
     assert main(["journal", "verify", "--session", str(session)]) == 2
     assert "line 4: json" in capsys.readouterr().err
 

@@ -360,3 +360,29 @@ def test_a_sqlite_store_made_before_versions_counts_as_version_one(
     conn.close()
     assert main(["owner", "init", f"sqlite:{db}"]) == 0
     assert capsys.readouterr().out == "SQLite owner database: already at version 1\n"
+
+
+def test_owner_init_creates_the_sqlite_database_and_its_wal_mode_0600(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    old = os.umask(0o022)  # the usual umask, which would give 0644
+    try:
+        assert main(["owner", "init", f"sqlite:{tmp_path / 'memory.db'}"]) == 0
+        with SQLiteOwner(tmp_path / "memory.db", create=False) as owner:
+            owner.generation("t")  # opens a connection: the -wal and -shm files exist now
+            modes = {
+                os.path.basename(p): os.stat(p).st_mode & 0o777
+                for p in glob.glob(str(tmp_path / "memory.db*"))
+            }
+    finally:
+        os.umask(old)
+    assert modes["memory.db"] == 0o600
+    assert set(modes.values()) == {0o600}
+
+
+def test_an_existing_database_keeps_its_mode(tmp_path: pathlib.Path) -> None:
+    db = tmp_path / "memory.db"
+    SQLiteOwner(db).close()
+    db.chmod(0o640)  # the operator's choice
+    SQLiteOwner(db).close()
+    assert db.stat().st_mode & 0o777 == 0o640

@@ -38,6 +38,7 @@ TEST_COMMAND = "pip install -e '.[test]' && python -m pytest -q"
 EXPECTED_EXIT = {
     # the explorer finds the classic mistake and exits 1 with its trace
     "toolswap explore --variant counter-restart": 1,
+    "toolswap explore --variant counter-restart --html counter-restart.html": 1,
 }
 
 

@@ -73,25 +73,17 @@ def test_large_output_prints_a_pointer_and_read_pages_it_back(
     session = str(tmp_path / "s")
     assert main(["run", "--session", session, "--", sys.executable, "-c", BIG]) == 0
     pointer = capsys.readouterr().out
-    assert "ERROR in the middle" not in pointer
-    command = re.search(r"`toolswap read (\S+) --offset (\d+) --limit (\d+)`", pointer)
+    assert "\n20000: ERROR in the middle\n" in pointer  # a notable line, at its offset
+    command = re.search(r"`toolswap read (\S+) --offset (\d+)`", pointer)
     assert command is not None
-    assert (
-        main(
-            [
-                "read",
-                command[1],
-                "--session",
-                session,
-                "--offset",
-                command[2],
-                "--limit",
-                command[3],
-            ]
-        )
-        == 0
-    )
-    assert "ERROR in the middle\n" in capsys.readouterr().out
+    args = ["read", command[1], "--session", session, "--offset", command[2]]
+    assert main(args) == 0
+    page = capsys.readouterr().out
+    trailer = page.splitlines()[-1]
+    assert trailer.startswith(f"[toolswap] lines {command[2]}-") and "--offset" in trailer
+    assert len(page.encode()) <= 24 * 1024 + 512
+    assert main(["read", command[1], "--session", session, "--offset", "20000", "--raw"]) == 0
+    assert capsys.readouterr().out.startswith("ERROR in the middle\n")
 
 
 def test_run_json_describes_the_artifact(

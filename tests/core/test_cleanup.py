@@ -384,6 +384,7 @@ def test_apply_deletes_the_planned_orphan_and_syncs_the_directory_after(
     assert not exists(paths, name) and exists(paths, kept)
     tail = [call for call in fs.calls if call[0] != "open_read"]
     assert tail == [
+        ("fsync_dir", "s1"),  # the new deletion record's entry (high_water), before any unlink
         ("crash_point", "cleanup.after_revalidate"),
         ("unlink", name),
         ("crash_point", "cleanup.after_unlink"),

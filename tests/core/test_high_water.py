@@ -99,3 +99,100 @@ def test_a_symlinked_mark_is_refused(tmp_path: pathlib.Path) -> None:
     with pytest.raises(CorruptStateError, match="regular file"):
         _ext(tmp_path).externalize(BIG, "bash")
     assert outside.read_bytes() == b"1\n"
+
+
+# -- issue 14 item 3: a lost mark does not restart numbering ---------------------------
+
+
+def _gc_everything(tmp_path: pathlib.Path) -> None:
+    from toolswap.cleanup import ArtifactCleanupPolicy, apply_cleanup, plan_cleanup
+
+    paths = SessionPaths.at(tmp_path / "sess")
+    for name in os.listdir(paths.tool_results):
+        os.utime(os.path.join(paths.tool_results, name), (0, 0))
+    policy = ArtifactCleanupPolicy(orphan_ttl_seconds=0, max_deletions=100, dry_run=False)
+    plan = plan_cleanup(paths, [], policy=policy)
+    apply_cleanup(paths, plan, claims=[])
+    assert os.listdir(paths.tool_results) == []
+
+
+def test_a_name_deleted_by_gc_is_not_handed_out_after_the_mark_is_removed(
+    tmp_path: pathlib.Path,
+) -> None:
+    ext = _ext(tmp_path)
+    assert _name(ext, BIG) == "tool_result_001.txt"
+    _gc_everything(tmp_path)
+    _mark(tmp_path).unlink()
+    assert _name(_ext(tmp_path), BIG + b"new\n") == "tool_result_002.txt"
+
+
+def test_an_emptied_mark_is_reconstructed_too(tmp_path: pathlib.Path) -> None:
+    ext = _ext(tmp_path)
+    for i in range(3):
+        _name(ext, BIG + b"%d\n" % i)
+    _gc_everything(tmp_path)
+    _mark(tmp_path).write_bytes(b"")
+    assert _name(_ext(tmp_path), BIG + b"new\n") == "tool_result_004.txt"
+
+
+def test_names_claimed_in_the_journal_are_not_handed_out_again(tmp_path: pathlib.Path) -> None:
+    from toolswap.domain import ArtifactRetentionClaim
+    from toolswap.journal import ArtifactRetentionJournal
+
+    ext = _ext(tmp_path)
+    result = ext.externalize(BIG, "bash")
+    assert result.artifact is not None
+    claim = ArtifactRetentionClaim.from_memory_reference(result.artifact.for_memory())
+    ArtifactRetentionJournal(tmp_path / "sess").prepare(claim, "t1")
+    os.unlink(result.artifact.path)  # gone by hand, outside cleanup: only the journal knows
+    _mark(tmp_path).unlink()
+    assert _name(_ext(tmp_path), BIG + b"new\n") == "tool_result_002.txt"
+
+
+def test_a_journal_that_fails_verification_refuses_reconstruction(
+    tmp_path: pathlib.Path,
+) -> None:
+    from toolswap.domain import ArtifactRetentionClaim
+    from toolswap.journal import ArtifactRetentionJournal
+
+    ext = _ext(tmp_path)
+    result = ext.externalize(BIG, "bash")
+    assert result.artifact is not None
+    claim = ArtifactRetentionClaim.from_memory_reference(result.artifact.for_memory())
+    ArtifactRetentionJournal(tmp_path / "sess").prepare(claim, "t1")
+    journal = tmp_path / "sess" / "retention-leases.jsonl"
+    journal.write_bytes(b"garbage\n" + journal.read_bytes())
+    _mark(tmp_path).unlink()
+    with pytest.raises(CorruptStateError, match="cannot be reconstructed"):
+        _ext(tmp_path).externalize(BIG + b"new\n", "bash")
+    assert os.listdir(ext.tool_results_dir) == ["tool_result_001.txt"]
+
+
+def test_a_deleted_journal_with_an_anchor_refuses_reconstruction(tmp_path: pathlib.Path) -> None:
+    from toolswap.domain import ArtifactRetentionClaim
+    from toolswap.journal import ArtifactRetentionJournal
+
+    ext = _ext(tmp_path)
+    result = ext.externalize(BIG, "bash")
+    assert result.artifact is not None
+    claim = ArtifactRetentionClaim.from_memory_reference(result.artifact.for_memory())
+    ArtifactRetentionJournal(tmp_path / "sess").prepare(claim, "t1")
+    (tmp_path / "sess" / "retention-leases.jsonl").unlink()
+    _mark(tmp_path).unlink()
+    with pytest.raises(CorruptStateError, match="anchor"):
+        _ext(tmp_path).externalize(BIG + b"new\n", "bash")
+
+
+def test_a_corrupt_deletion_record_refuses_reconstruction(tmp_path: pathlib.Path) -> None:
+    from toolswap.high_water import DELETED_NAME
+
+    _name(_ext(tmp_path), BIG)
+    _gc_everything(tmp_path)
+    (tmp_path / "sess" / DELETED_NAME).write_bytes(b"one\n")
+    _mark(tmp_path).unlink()
+    with pytest.raises(CorruptStateError, match=DELETED_NAME):
+        _ext(tmp_path).externalize(BIG + b"new\n", "bash")
+
+
+def test_a_fresh_session_still_starts_at_one(tmp_path: pathlib.Path) -> None:
+    assert _name(_ext(tmp_path), BIG) == "tool_result_001.txt"

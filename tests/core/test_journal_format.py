@@ -379,7 +379,7 @@ def test_absurdly_nested_json_is_corruption_or_a_torn_tail_never_a_crash(
     session = tmp_path / "s1"
     claim = make_artifact(session)
     first, _ = _two(claim)
-    nested = b"[" * 100_000
+    nested = b"[" * 60_000  # deep, yet under MAX_RECORD_BYTES
     _write_lines(session, first, nested + (b"\n" if where == "complete_line" else b""))
     if where == "complete_line":
         with pytest.raises(JournalCorruptError) as info:

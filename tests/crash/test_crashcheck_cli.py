@@ -54,12 +54,33 @@ def test_crashcheck_misuse_matrix_catches_every_misuse(capsys: pytest.CaptureFix
 def test_crashcheck_mutants_json_reports_the_kill_matrix(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    argv = ["crashcheck", "--mutants", "--mutant", "counter_overwrites", "--mode", "drop"]
+    argv = ["crashcheck", "--mutants", "--mutant", "counter-restart", "--mode", "drop"]
     code = main([*argv, "--ignore", "S6.reuse", "--json"])
     document = json.loads(capsys.readouterr().out)
     assert code == 0
-    assert [row["mutant"] for row in document["mutants"]] == ["counter_overwrites"]
+    assert [row["mutant"] for row in document["mutants"]] == ["counter-restart"]
+    assert document["mutants"][0]["identifier"] == "counter_overwrites"
     assert document["mutants"][0]["killed"] and document["baseline"]["violation_count"] == 0
+
+
+def test_a_mutant_is_named_like_the_spec_variant_of_its_mistake() -> None:
+    from toolswap.spec import variants
+
+    labels = {m.label for m in mutants.MUTANTS}
+    assert all("_" not in label for label in labels)
+    # the mistakes both layers show go by one name
+    assert {"publish-before-prepared", "counter-restart", "gc-skips-revalidation"} <= labels
+    assert labels & set(variants.names()) == labels - {"splitlines-journal"}
+
+
+def test_the_old_underscore_mutant_names_are_still_accepted(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    argv = ["crashcheck", "--mutants", "--mutant", "counter_overwrites", "--mode", "drop"]
+    assert main([*argv, "--mutant", "counter-restart", "--ignore", "S6.reuse", "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert [row["mutant"] for row in document["mutants"]] == ["counter-restart"]  # once
+    assert mutants.mutant_named("counter_overwrites") is mutants.mutant_named("counter-restart")
 
 
 def test_crashcheck_mutants_fails_when_a_mutant_survives(
@@ -104,4 +125,31 @@ def test_crashcheck_lists_scenarios(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_crashcheck_lists_the_mutants(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["crashcheck", "--list"]) == 0
-    assert "splitlines_journal (mutant, caught by S6)" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "splitlines-journal (mutant, caught by S6)" in out
+    assert "counter-restart (mutant, caught by S6)" in out
+
+
+def test_crashcheck_list_json_is_json(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["crashcheck", "--list", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    kinds = {row["kind"] for row in rows}
+    assert kinds == {"scenario", "misuse", "mutant"}
+    mutant = next(r for r in rows if r["name"] == "counter-restart")
+    assert (mutant["caught_by"], mutant["identifier"]) == ("S6", "counter_overwrites")
+
+
+def test_crashcheck_help_has_a_description(capsys: pytest.CaptureFixture[str]) -> None:
+    with contextlib.suppress(SystemExit):  # argparse's own exit, where main does not map it
+        main(["crashcheck", "--help"])
+    out = capsys.readouterr().out
+    assert "crash every standard scenario everywhere" in out
+    assert "``" not in out and ":mod:" not in out
+
+
+def test_one_seed_is_singular(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["crashcheck", "--scenario", "externalize", "--seeds", "1", "--mode", "drop"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "; 1 seed;" in out and "1 seeds" not in out
+    assert "crash states per scenario:" in out

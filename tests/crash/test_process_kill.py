@@ -297,6 +297,12 @@ def test_a_malformed_failpoint_mode_is_a_clear_error(tmp_path: Path) -> None:
     assert child.returncode == 1 and "TOOLSWAP_FAILPOINT_MODE" in child.stderr
 
 
+def test_an_unknown_failpoint_name_is_refused_not_ignored(tmp_path: Path) -> None:
+    child = _child(tmp_path, TOOLSWAP_FAILPOINT="journal.after_fsynk")
+    assert child.returncode == 1 and "no known crash point: 'journal.after_fsynk'" in child.stderr
+    assert not (tmp_path / "s1" / "retention-leases.jsonl").exists()
+
+
 # -- the checks can fail: a mutant switched into the parent's recovery is caught ----------
 
 

@@ -59,7 +59,8 @@ def test_without_a_clock_there_is_no_time(small: explorer.Report) -> None:
 
 def test_the_report_counts_states_transitions_and_depth(small: explorer.Report) -> None:
     text = explorer.format_report(small)
-    assert f"{small.states} states, {small.transitions} transitions, depth {small.depth}" in text
+    counts = f"{small.states:,} states, {small.transitions:,} transitions"
+    assert f"{counts}, depth {small.depth}" in text
     assert small.transitions >= small.states - 1 and small.depth > 0
 
 

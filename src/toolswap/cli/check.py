@@ -17,12 +17,13 @@ Three independent checks, each with its own evidence:
 
 Nothing outside a temporary folder is written.  Exit status 0 means every
 check passed; 1 means at least one failed (the table says which and why).
+On a terminal, live progress (the current check, states, rate) is shown on
+stderr; it stays off under ``--json`` and when stderr is not a terminal.
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -32,6 +33,7 @@ import attrs
 from ..errors import UsageError
 from ..testing.harness import OwnerHarness, resolve_harness
 from ..testing.registry import checks_named
+from . import _progress
 from ._common import add_json_argument, describe, print_json
 
 __all__ = ["register", "CheckRow", "run_checks"]
@@ -81,12 +83,16 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.set_defaults(handler=_main)
 
 
-def _spec_model() -> CheckRow:
+def _spec_model(live: _progress.Progress) -> CheckRow:
     from ..spec.explorer import explore
     from ..spec.system import Model
 
     started = time.perf_counter()
-    report = explore(Model(), clock=time.perf_counter)
+    report = explore(
+        Model(),
+        clock=time.perf_counter,
+        progress=_progress.explorer_callback(live, "check: spec model"),
+    )
     evidence = (
         f"{report.states:,} states, {report.transitions:,} transitions, depth {report.depth}; "
         + ("0 violations" if report.violation is None else f"violation: {report.violation}")
@@ -100,11 +106,13 @@ def _spec_model() -> CheckRow:
     )
 
 
-def _crash_explorer(seeds: int) -> CheckRow:
+def _crash_explorer(seeds: int, live: _progress.Progress) -> CheckRow:
     from ..faultinject.explorer import CrashExplorer
 
     started = time.perf_counter()
-    result = CrashExplorer(seeds=seeds).explore()
+    result = CrashExplorer(seeds=seeds).explore(
+        on_state=_progress.crash_callback(live, "check: crash explorer")
+    )
     covered = len(result.known_points) - len(result.uncovered)
     evidence = (
         f"{result.states:,} crash states, {result.violation_total} violations, "
@@ -121,13 +129,17 @@ def _crash_explorer(seeds: int) -> CheckRow:
     )
 
 
-def _conformance(label: str, harness: type[OwnerHarness]) -> CheckRow:
+def _conformance(label: str, harness: type[OwnerHarness], live: _progress.Progress) -> CheckRow:
     from ..testing.runner import run_conformance
 
     started = time.perf_counter()
     # The crash explorer row above already crashes the built-in owner everywhere.
     checks = [c.id for c in checks_named(None) if c.id != "DEEP.crash-explorer"]
-    report = run_conformance(harness, checks=checks)
+    report = run_conformance(
+        harness,
+        checks=checks,
+        progress=_progress.checks_callback(live, f"check: owner conformance ({label})"),
+    )
     counts = report.counts()
     evidence = f"{counts['pass']} checks passed, {counts['skip']} skipped"
     if report.failed:
@@ -146,22 +158,25 @@ def run_checks(
     seeds: int = CHECK_SEEDS,
     progress: Callable[[str], None] | None = None,
     owners: Sequence[str] = (),
+    live: _progress.Progress | None = None,
 ) -> list[CheckRow]:
     """Run the checks in order; ``progress`` hears each one's name as it starts.
 
     ``owners`` are extra harness specs for the conformance kit (see
-    :func:`toolswap.testing.harness.resolve_harness`).
+    :func:`toolswap.testing.harness.resolve_harness`); ``live`` is the progress
+    line the checks draw their states and rates on (none by default).
     """
+    line = live if live is not None else _progress.Progress(False)
     extra = [(spec, resolve_harness(spec)) for spec in owners]  # refuse a bad one first
     steps: list[tuple[str, Callable[[], CheckRow]]] = [
-        ("spec model", _spec_model),
-        ("crash explorer", lambda: _crash_explorer(seeds)),
+        ("spec model", lambda: _spec_model(line)),
+        ("crash explorer", lambda: _crash_explorer(seeds, line)),
     ]
     for label, spec in (("SQLite", "sqlite"), ("in-memory", "memory")):
-        steps.append((f"owner conformance ({label})", _step(label, resolve_harness(spec))))
+        steps.append((f"owner conformance ({label})", _step(label, resolve_harness(spec), line)))
     for spec, harness in extra:
         label = "PostgreSQL" if spec.startswith("postgres") else spec
-        steps.append((f"owner conformance ({label})", _step(label, harness)))
+        steps.append((f"owner conformance ({label})", _step(label, harness, line)))
     rows = []
     for name, step in steps:
         if progress is not None:
@@ -170,18 +185,22 @@ def run_checks(
     return rows
 
 
-def _step(label: str, harness: type[OwnerHarness]) -> Callable[[], CheckRow]:
-    return lambda: _conformance(label, harness)
+def _step(
+    label: str, harness: type[OwnerHarness], live: _progress.Progress
+) -> Callable[[], CheckRow]:
+    return lambda: _conformance(label, harness, live)
 
 
 def _main(args: argparse.Namespace) -> int:
     if args.seeds < 1:
         raise UsageError("--seeds must be at least 1")
-    rows = run_checks(
-        args.seeds,
-        progress=lambda name: print(f"running {name} ...", file=sys.stderr),
-        owners=args.owner or (),
-    )
+    with _progress.for_args(args) as line:
+        rows = run_checks(
+            args.seeds,
+            progress=lambda name: line.update(f"check: {name} ..."),
+            owners=args.owner or (),
+            live=line,
+        )
     verdict = all(row.passed for row in rows)
     if args.json:
         print_json({"passed": verdict, "checks": [row.to_dict() for row in rows]})

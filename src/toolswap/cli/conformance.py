@@ -20,6 +20,7 @@ import sys
 from ..errors import UsageError
 from ..testing.harness import resolve_harness
 from ..testing.registry import checks_named
+from . import _progress
 from ._common import describe
 
 __all__ = ["register"]
@@ -76,17 +77,14 @@ def _main(args: argparse.Namespace) -> int:
     chosen = [c.id for c in checks_named(args.check)]
     if args.quick:
         chosen = [c for c in chosen if not c.startswith(("MODEL.", "DEEP."))]
-    tty = sys.stderr.isatty()
-
-    def progress(check_id: str, index: int, total: int) -> None:
-        if tty:
-            print(f"\r[{index + 1}/{total}] {check_id:<60}", end="", file=sys.stderr, flush=True)
-
-    report = run_conformance(
-        harness, workroot=args.workdir, checks=chosen, repeat=args.repeat, progress=progress
-    )
-    if tty:
-        print("\r" + " " * 70 + "\r", end="", file=sys.stderr, flush=True)
+    with _progress.for_args(args) as line:
+        report = run_conformance(
+            harness,
+            workroot=args.workdir,
+            checks=chosen,
+            repeat=args.repeat,
+            progress=_progress.checks_callback(line),
+        )
     for path, render in ((args.junit, render_junit), (args.markdown, render_markdown)):
         if path:
             _write(path, render(report))

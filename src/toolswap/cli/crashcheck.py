@@ -10,19 +10,23 @@ states each named crash point got.  Exit status 0 means no violation (and, with
 (:mod:`toolswap.faultinject.mutants`): the mutants' scenarios are explored once
 unmutated and once per mutant, switched into the real code.  Exit status 0
 means the unmutated run has no violation and every mutant was caught by its
-invariant.  ``--mutant NAME`` picks some of them.
+invariant.  ``--mutant NAME`` picks some of them; a mutant is named like the
+spec variant of the same mistake (``toolswap explore --variant NAME``).
+
+On a terminal, live progress (scenario, crash states, rate) is shown on stderr;
+it stays off under ``--json`` and when stderr is not a terminal.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
-import sys
 import time
 from typing import Any
 
 from ..errors import UsageError
-from ._common import add_json_argument, print_json
+from . import _progress
+from ._common import add_json_argument, describe, print_json
 
 __all__ = ["register", "DEFAULT_SEEDS", "MUTANT_SEEDS"]
 
@@ -36,6 +40,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser = subparsers.add_parser(
         "crashcheck",
         help="crash the protocol at every crash point and I/O operation; check S1-S7",
+        description=describe(__doc__),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
         "--seeds",
@@ -102,13 +108,7 @@ def _crashcheck(args: argparse.Namespace) -> int:
     mutants = importlib.import_module("toolswap.faultinject.mutants")
     by_name = {s.name: s for s in STANDARD_SCENARIOS}
     if args.list:
-        for scenario in STANDARD_SCENARIOS:
-            print(scenario.name)
-        for scenario, invariant in MISUSE_SCENARIOS:
-            print(f"{scenario.name} (misuse, caught by {invariant})")
-        for mutant in mutants.MUTANTS:
-            print(f"{mutant.name} (mutant, caught by {mutant.invariant})")
-        return 0
+        return _list(args.json, STANDARD_SCENARIOS, MISUSE_SCENARIOS, mutants.MUTANTS)
     if args.seeds is None:
         args.seeds = MUTANT_SEEDS if args.mutants else DEFAULT_SEEDS
     if args.seeds < 1 or args.seeds > 1000:
@@ -131,12 +131,8 @@ def _crashcheck(args: argparse.Namespace) -> int:
     chosen = CrashExplorer(
         [by_name[n] for n in names], seeds=args.seeds, modes=modes, ignore=args.ignore
     )
-
-    def progress(name: str, count: int) -> None:
-        if not args.json:
-            print(f"  {name:<34} {count:>7,} crash states", file=sys.stderr)
-
-    result = chosen.explore(progress)
+    with _progress.for_args(args) as progress:
+        result = chosen.explore(on_state=_progress.crash_callback(progress))
     document: dict[str, Any] = result.to_dict()
     document["seeds"] = args.seeds
     document["modes"] = modes
@@ -165,25 +161,32 @@ def _crashcheck(args: argparse.Namespace) -> int:
 
 
 def _mutants(args: argparse.Namespace, mutants: Any, modes: list[str]) -> int:
-    known = {m.name: m for m in mutants.MUTANTS}
-    chosen = args.mutant or list(known)
+    # a mutant is typed by its label (hyphenated, as the spec variants) or its identifier
+    known = {m.label: m for m in mutants.MUTANTS} | {m.name: m for m in mutants.MUTANTS}
+    chosen = args.mutant or [m.label for m in mutants.MUTANTS]
     unknown = [n for n in chosen if n not in known]
     if unknown:
         raise UsageError(f"unknown mutant(s) {', '.join(unknown)}; see --list")
-
-    def progress(result: Any) -> None:
-        if not args.json:
-            verdict = "killed" if result.killed else "SURVIVED"
-            print(f"  {result.mutant.name:<26} {verdict}", file=sys.stderr)
+    picked = list({id(known[n]): known[n] for n in chosen}.values())  # once each, in order
 
     started = time.perf_counter()
-    matrix = mutants.kill_matrix(
-        [known[n] for n in chosen],
-        seeds=args.seeds,
-        modes=modes,
-        ignore=args.ignore,
-        progress=progress,
-    )
+    with _progress.for_args(args) as line:
+        done: list[str] = []
+
+        def progress(result: Any) -> None:
+            done.append(result.mutant.label)
+            line.update(
+                f"mutants: {len(done)}/{len(picked)} run, last {result.mutant.label} "
+                f"{'killed' if result.killed else 'SURVIVED'}, {line.elapsed():.0f} s"
+            )
+
+        matrix = mutants.kill_matrix(
+            picked,
+            seeds=args.seeds,
+            modes=modes,
+            ignore=args.ignore,
+            progress=progress,
+        )
     document: dict[str, Any] = matrix.to_dict()
     document["seeds"] = args.seeds
     document["modes"] = modes
@@ -200,12 +203,13 @@ def _print_matrix(document: dict[str, Any]) -> None:
     print(
         f"crashcheck --mutants: {document['killed']}/{document['total']} mutants killed "
         f"in {document['seconds']:.1f} s (modes {'/'.join(document['modes'])}; "
-        f"{document['seeds']} seeds)"
+        f"{_progress.plural(document['seeds'], 'seed')})"
     )
     base_shown = ", ".join(f"{k}: {v:,}" for k, v in base["violations_by_invariant"].items())
     print(
-        f"unmutated: {base['crash_states']:,} crash states over {len(base['scenarios'])} "
-        f"scenarios, {base['violation_count']:,} violations ({base_shown or 'none'})"
+        f"unmutated: {_progress.plural(base['crash_states'], 'crash state')} over "
+        f"{_progress.plural(len(base['scenarios']), 'scenario')}, "
+        f"{_progress.plural(base['violation_count'], 'violation')} ({base_shown or 'none'})"
     )
     for v in base["violations"][:10]:
         print(f"  {v['invariant']:<9} {v['scenario']} at {v['target']} [{v['mode']}] {v['detail']}")
@@ -227,9 +231,10 @@ def _print_matrix(document: dict[str, Any]) -> None:
 
 def _print_human(result: Any, document: dict[str, Any]) -> None:
     print(
-        f"crashcheck: {result.states:,} crash states explored in {result.seconds:.1f} s "
-        f"({len(result.per_scenario)} scenarios; modes {'/'.join(document['modes'])}; "
-        f"{document['seeds']} seeds; {result.recovery_crash_states:,} also crashed in recovery)"
+        f"crashcheck: {_progress.plural(result.states, 'crash state')} explored in "
+        f"{result.seconds:.1f} s ({_progress.plural(len(result.per_scenario), 'scenario')}; "
+        f"modes {'/'.join(document['modes'])}; {_progress.plural(document['seeds'], 'seed')}; "
+        f"{result.recovery_crash_states:,} also crashed in recovery)"
     )
     by_invariant = document["violations_by_invariant"]
     shown = ", ".join(f"{k}: {v:,}" for k, v in by_invariant.items()) or "none"
@@ -241,6 +246,9 @@ def _print_human(result: Any, document: dict[str, Any]) -> None:
         print(f"  {v.invariant:<9} {v.scenario} at {v.target} [{v.mode}] {v.detail}")
         print(f"            replay seed: {v.seed!r}")
     print(f"progress findings (L1, not violations): {document['progress_count']:,}")
+    print("crash states per scenario:")
+    for scenario, count in result.per_scenario.items():
+        print(f"  {scenario:<34} {count:>7,}")
     print("crash point coverage (crash states per point):")
     for point, count in document["crash_point_coverage"].items():
         print(f"  {point:<34} {count:>7,}")
@@ -249,3 +257,21 @@ def _print_human(result: Any, document: dict[str, Any]) -> None:
     for row in document.get("misuse", []):
         verdict = "caught" if row["caught"] else "MISSED"
         print(f"misuse {row['misuse']:<34} expects {row['expected']:<4} {verdict}")
+
+
+def _list(as_json: bool, standard: Any, misuse: Any, mutants: Any) -> int:
+    rows: list[dict[str, Any]] = [{"name": s.name, "kind": "scenario"} for s in standard]
+    rows += [{"name": s.name, "kind": "misuse", "caught_by": inv} for s, inv in misuse]
+    rows += [
+        {"name": m.label, "kind": "mutant", "caught_by": m.invariant, "identifier": m.name}
+        for m in mutants
+    ]
+    if as_json:
+        print_json(rows)
+        return 0
+    for row in rows:
+        if row["kind"] == "scenario":
+            print(row["name"])
+        else:
+            print(f"{row['name']} ({row['kind']}, caught by {row['caught_by']})")
+    return 0

@@ -11,6 +11,13 @@ Exit status:
   2  usage error: unknown variant, bad bounds, unreadable SPEC.md
   3  a variant did NOT produce its expected violation (the spec lost the
      behaviour the mistake needs; e.g. --bounds switched that fault off)
+  4  incomplete: --max-states or --max-seconds ran out before the search
+     ended and no violation was found so far (never a PASS)
+
+States are explored one per orbit of the transaction renamings that leave
+the model unchanged (symmetry reduction); the verdict and the shortest trace
+are those of the full model.  ``--no-symmetry`` explores every state.
+On a terminal, live progress (states, depth, rate) is shown on stderr.
 
 ``--write-spec-diagrams PATH`` regenerates the diagrams and tables between the
 BEGIN/END markers of SPEC.md from the transition tables, and explores nothing.
@@ -25,9 +32,18 @@ import time
 from typing import Any
 
 from ..errors import UsageError
-from ._common import add_json_argument, print_json
+from . import _progress
+from ._common import add_json_argument, describe, positive_seconds, print_json
 
-__all__ = ["register", "explore", "write_spec_diagrams", "EXIT_OK", "EXIT_VIOLATION"]
+__all__ = [
+    "register",
+    "explore",
+    "write_spec_diagrams",
+    "EXIT_OK",
+    "EXIT_VIOLATION",
+    "EXIT_NOT_CAUGHT",
+    "EXIT_INCOMPLETE",
+]
 
 
 def _spec(module: str) -> Any:
@@ -46,13 +62,14 @@ Model = _spec("system").Model
 EXIT_OK = 0
 EXIT_VIOLATION = 1
 EXIT_NOT_CAUGHT = 3
+EXIT_INCOMPLETE = 4
 
 
 def register(subparsers: Any) -> None:
     parser: argparse.ArgumentParser = subparsers.add_parser(
         "explore",
         help="explore the executable specification (and its mistake variants)",
-        description=__doc__,
+        description=describe(__doc__),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
@@ -67,10 +84,35 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("--list", action="store_true", help="list the variants and exit")
     parser.add_argument(
+        "--max-states",
+        metavar="N",
+        type=_positive_int("--max-states"),
+        default=None,
+        help="stop after N states with an INCOMPLETE verdict (exit 4)",
+    )
+    parser.add_argument(
+        "--max-seconds",
+        metavar="S",
+        type=positive_seconds("--max-seconds"),
+        default=None,
+        help="stop after S seconds with an INCOMPLETE verdict (exit 4)",
+    )
+    parser.add_argument(
+        "--no-symmetry",
+        action="store_true",
+        help="explore every state, not one per orbit of transaction renamings",
+    )
+    parser.add_argument(
         "--write-spec-diagrams",
         metavar="PATH",
         default=None,
         help="regenerate the generated block of SPEC.md at PATH and exit",
+    )
+    parser.add_argument(
+        "--html",
+        metavar="FILE",
+        default=None,
+        help="with --variant: also write its trace as one offline HTML page (as toolswap report)",
     )
     add_json_argument(parser)
     parser.set_defaults(handler=explore)
@@ -86,17 +128,36 @@ def explore(args: argparse.Namespace) -> int:
         variant = variants.get(args.variant) if args.variant is not None else None
     except SpecError as exc:
         raise UsageError(str(exc)) from exc
-    if variant is None:
+    if variant is None and args.html is not None:
+        raise UsageError("--html needs --variant NAME (toolswap report draws every variant)")
+    model = Model(bounds=bounds) if variant is None else variant.model(bounds)
+    with _progress.for_args(args) as progress:
         report = explorer.explore(
-            Model(bounds=bounds), name="correct model", clock=time.perf_counter
+            model,
+            name="correct model" if variant is None else variant.name,
+            clock=time.perf_counter,
+            max_states=args.max_states,
+            max_seconds=args.max_seconds,
+            symmetry=not args.no_symmetry,
+            progress=_progress.explorer_callback(progress),
         )
-        code = EXIT_OK if report.ok else EXIT_VIOLATION
+    if variant is None:
+        if report.violation is None and not report.complete:
+            code = EXIT_INCOMPLETE
+        else:
+            code = EXIT_OK if report.ok else EXIT_VIOLATION
         _print(args.json, report, None, code, bounds)
         return code
-    report = explorer.explore(variant.model(bounds), name=variant.name, clock=time.perf_counter)
+    if args.html is not None:
+        from .report import write_variant_html  # the page renderer, loaded only when asked
+
+        write_variant_html(args.html, variant, bounds, report)
     v = report.violation
     caught = v is not None and variant.expected in v.invariants
-    code = EXIT_VIOLATION if caught else EXIT_NOT_CAUGHT
+    if v is None and not report.complete:
+        code = EXIT_INCOMPLETE
+    else:
+        code = EXIT_VIOLATION if caught else EXIT_NOT_CAUGHT
     _print(args.json, report, variant, code, bounds)
     return code
 
@@ -122,7 +183,9 @@ def _print(as_json: bool, report: Any, variant: Any, code: int, bounds: Any) -> 
     if variant is None:
         return
     short = variants.invariant_id(variant.expected)
-    if code == EXIT_VIOLATION:
+    if code == EXIT_INCOMPLETE:
+        out.write(f"INCOMPLETE: the budget ran out before a violation of {short} was found\n")
+    elif code == EXIT_VIOLATION:
         out.write(f"expected violation of {short} found.\n")
         out.write(f"why it matters: {variant.lesson}\n")
     else:
@@ -163,3 +226,12 @@ def write_spec_diagrams(path: str) -> int:
         handle.write(updated)
     sys.stdout.write(f"{path}: diagrams regenerated from the tables\n")
     return EXIT_OK
+
+
+def _positive_int(option: str) -> Any:
+    def parse(text: str) -> int:
+        if not (text.isascii() and text.isdigit()) or int(text) < 1:
+            raise argparse.ArgumentTypeError(f"{option} wants a whole number above 0, got {text!r}")
+        return int(text)
+
+    return parse

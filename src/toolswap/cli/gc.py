@@ -38,7 +38,13 @@ from ..cleanup import (
 from ..errors import CorruptStateError, UsageError
 from ..fs import REAL_FS
 from ..session import SessionPaths
-from ._common import add_json_argument, add_session_argument, describe, print_json, session_dir
+from ._common import (
+    add_json_argument,
+    add_session_argument,
+    describe,
+    existing_session_dir,
+    print_json,
+)
 
 __all__ = ["register", "parse_duration"]
 
@@ -48,7 +54,12 @@ _UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
 def parse_duration(text: str) -> float:
     """Seconds from ``90``, ``30s``, ``10m``, ``2h``, ``1d`` or ``1w``; else a UsageError."""
-    match = _DURATION_RE.fullmatch(text.strip().lower())
+    cleaned = text.strip().lower()
+    if cleaned.startswith("-"):
+        raise UsageError(
+            f"invalid --ttl {text!r}: a duration cannot be negative (0s keeps nothing)"
+        )
+    match = _DURATION_RE.fullmatch(cleaned)
     if match is None:
         raise UsageError(f"invalid --ttl {text!r}: want a number with an optional s/m/h/d/w suffix")
     seconds = float(match.group(1)) * _UNITS[match.group(2)]
@@ -95,14 +106,11 @@ def register(subparsers: Any) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    paths = SessionPaths.at(session_dir(args))
-    try:
-        REAL_FS.lstat(paths.root)
-    except FileNotFoundError:
-        raise UsageError(f"no session folder at {paths.root}") from None
+    ttl = parse_duration(args.ttl)  # the caller's mistakes first, then the session's
+    paths = SessionPaths.at(existing_session_dir(args))
     really = bool(args.gc_apply and getattr(args, "yes", False))
     policy = ArtifactCleanupPolicy(
-        orphan_ttl_seconds=parse_duration(args.ttl),
+        orphan_ttl_seconds=ttl,
         max_deletions=args.max_deletions,
         dry_run=not really,
     )

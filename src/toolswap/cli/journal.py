@@ -1,11 +1,16 @@
-"""``toolswap journal verify|show``: check or list a session's lease journal."""
+"""``toolswap journal verify|show``: check or list a session's lease journal.
+
+The session folder must exist: a mistyped folder is an error (exit 2), not
+a session with no records.  A folder without a journal (and without an
+anchor saying it had one) has 0 records.
+"""
 
 from __future__ import annotations
 
 import argparse
 
 from ..journal import ArtifactRetentionJournal, JournalCorruptError, Recovery
-from ._common import add_json_argument, add_session_argument, print_json, session_dir
+from ._common import add_json_argument, add_session_argument, existing_session_dir, print_json
 
 __all__ = ["register"]
 
@@ -24,7 +29,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _recover(args: argparse.Namespace) -> Recovery:
-    return ArtifactRetentionJournal(session_dir(args)).recover()
+    # A folder that does not exist is a typo, not a session with 0 records.
+    return ArtifactRetentionJournal(existing_session_dir(args)).recover()
 
 
 def _corrupt(args: argparse.Namespace, exc: JournalCorruptError) -> int:

@@ -40,6 +40,7 @@ import attrs
 
 from ..domain import ArtifactRetentionClaim
 from ..errors import OwnerStoreError, UsageError
+from ..fs import REAL_FS
 from ..journal_format import validate_transaction_id
 from ..owner import (
     ArtifactPublicationRejected,
@@ -92,6 +93,24 @@ def _sqlite_reason(exc: sqlite3.Error) -> str:
     # never a file name; keep a fixed, short form anyway.
     name = getattr(exc, "sqlite_errorname", None)
     return str(name) if name else "sqlite error"
+
+
+def _create_private(path: str) -> None:
+    """Create a missing database file as mode 0600, like every session file.
+
+    ``sqlite3.connect`` would create it with the umask's mode (often 0644),
+    readable by every local user; SQLite gives its ``-wal`` and ``-shm`` files
+    the database file's mode, so creating this one first covers them too.
+    An existing file is left as it is.
+    """
+    try:
+        REAL_FS.close(REAL_FS.create_exclusive(path, 0o600))
+    except FileExistsError:
+        return
+    except OSError as exc:
+        raise OwnerStoreError(
+            f"cannot create the SQLite owner database ({exc.strerror or type(exc).__name__})"
+        ) from exc
 
 
 @attrs.frozen(kw_only=True)
@@ -162,6 +181,8 @@ class SQLiteOwner:
         self._guard = threading.Lock()
         if not create and not os.path.isfile(self._path):
             raise UsageError("the SQLite owner database does not exist (or is not a regular file)")
+        if create:
+            _create_private(self._path)
         conn = self._connection()
         try:
             with _store_errors("opening the database"):

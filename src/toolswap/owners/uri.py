@@ -97,12 +97,26 @@ def _take_schema(url: str) -> tuple[str, str]:
     return dsn, schemas[0] if schemas else DEFAULT_SCHEMA
 
 
-def open_owner(spec: str) -> SQLiteOwner | PostgresOwner:
-    """Open the existing owner store the spec names (never creates one)."""
+def open_owner(spec: str, *, busy_timeout: float | None = None) -> SQLiteOwner | PostgresOwner:
+    """Open the existing owner store the spec names (never creates one).
+
+    ``busy_timeout`` (seconds) bounds how long one call waits behind a lock
+    another caller holds: SQLite's busy timeout, PostgreSQL's lock timeout.
+    ``None`` keeps each owner's default.  (It is an argument, not a spec
+    parameter: a ``sqlite:`` location is a raw path, where ``?`` is a
+    legal character.)
+    """
+    if busy_timeout is not None and not (0 < busy_timeout < float("inf")):
+        raise UsageError(f"a busy timeout is a number of seconds above 0, got {busy_timeout!r}")
     parsed = parse_owner_spec(spec)
     if parsed.kind == "sqlite":
-        return SQLiteOwner(parsed.location, create=False)
-    return PostgresOwner(parsed.location, schema=parsed.schema or DEFAULT_SCHEMA)
+        if busy_timeout is None:
+            return SQLiteOwner(parsed.location, create=False)
+        return SQLiteOwner(parsed.location, create=False, timeout=busy_timeout)
+    schema = parsed.schema or DEFAULT_SCHEMA
+    if busy_timeout is None:
+        return PostgresOwner(parsed.location, schema=schema)
+    return PostgresOwner(parsed.location, schema=schema, lock_timeout=busy_timeout)
 
 
 def init_owner(spec: str) -> str:
