@@ -83,10 +83,34 @@ class NotablePattern:
     regex: re.Pattern[bytes]
     lowercase: bool
     source: str
+    # The default set is plain words: one ``bytes.find`` per word runs about
+    # twice as fast as the regex engine's alternation, and this scan sits on
+    # the write path of every large output.
+    literals: tuple[bytes, ...] = ()
 
     @classmethod
     def default(cls) -> NotablePattern:
-        return cls(re.compile(DEFAULT_NOTABLE_PATTERN.encode()), True, "default")
+        words = tuple(word.encode() for word in DEFAULT_NOTABLE_PATTERN.split("|"))
+        return cls(re.compile(DEFAULT_NOTABLE_PATTERN.encode()), True, "default", words)
+
+    def first_hit(self, data: bytes, start: int, end: int, memo: dict[bytes, int]) -> int:
+        """Where the earliest match in ``data[start:end]`` starts, or -1.
+
+        ``memo`` keeps each word's next occurrence in ``data``, so that
+        successive calls over one chunk read it once per word, not once per hit.
+        """
+        if not self.literals:
+            hit = self.regex.search(data, start, end)
+            return -1 if hit is None else hit.start()
+        best = -1
+        for word in self.literals:
+            at = memo.get(word, -2)
+            if at == -2 or (at != -1 and at < start):
+                at = data.find(word, start, end)
+                memo[word] = at
+            if at != -1 and at + len(word) <= end and (best == -1 or at < best):
+                best = at
+        return best
 
     @classmethod
     def resolve(cls, pattern: str | None, environ: Mapping[str, str]) -> NotablePattern | None:
@@ -216,15 +240,16 @@ class _NotableScanner:
         last = chunk.rfind(b"\n")
         if last > first and not self.done:
             searched = chunk.lower() if self._pattern.lowercase else chunk
-            regex = self._pattern.regex
+            pattern = self._pattern
+            memo: dict[bytes, int] = {}
             pos = counted = first + 1
             line = newlines_before + 1
             while not self.done:
-                hit = regex.search(searched, pos, last)
-                if hit is None:
+                hit = pattern.first_hit(searched, pos, last, memo)
+                if hit < 0:
                     break
-                start = searched.rfind(b"\n", 0, hit.start()) + 1
-                end = searched.find(b"\n", hit.start())
+                start = searched.rfind(b"\n", 0, hit) + 1
+                end = searched.find(b"\n", hit)
                 line += chunk.count(b"\n", counted, start)
                 counted = start
                 self._add(position + start, line, chunk[start:end])

@@ -171,8 +171,11 @@ def test_cancelling_a_call_stops_its_command(tmp_path: pathlib.Path) -> None:
             os.kill(pid, 0)
         except ProcessLookupError:
             break
-        stat = pathlib.Path(f"/proc/{pid}/stat")
-        if stat.exists() and stat.read_text().rsplit(")", 1)[1].split()[0] == "Z":
+        try:  # the process may vanish between the probe and this read
+            state = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (FileNotFoundError, ProcessLookupError):
+            break
+        if state == "Z":
             break
         time.sleep(0.05)
     else:

@@ -265,6 +265,9 @@ def test_the_readme_postgres_section_runs_as_written(
     section = _section((ROOT / "README.md").read_text(), "PostgreSQL owner")
     blocks = _blocks(section)
     assert [lang for lang, _ in blocks] == ["sh"]
+    # The section speaks of a host that already has its session folder (made by
+    # its first `toolswap run`); reconcile refuses a folder that does not exist.
+    (tmp_path / ".toolswap" / "default").mkdir(parents=True)
     [out] = _run_blocks(blocks, tmp_path, service_env, pg_dsn)
     assert out == (
         "PostgreSQL owner schema 'team_a': created (version 1)\n0 pending lease(s) examined\n"

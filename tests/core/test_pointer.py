@@ -190,6 +190,22 @@ def test_notable_lines_are_the_first_matching_lines_of_the_omitted_part(
     assert [n.offset for n in preview.notable] == want
 
 
+def test_notable_lines_come_in_file_order_whatever_word_matched() -> None:
+    # Several different failure words inside one chunk: the earliest line wins,
+    # not the first word of the pattern's list.
+    filler = b"".join(b"filler %d\n" % i for i in range(40))
+    middle = b"x abort now\nok\ny panic: boom\nz Error: x\nw FAILED test_a\nv traceback\n"
+    data = filler + middle + filler
+    found = _notable(data, len(data))
+    assert [text for _, text in found] == [
+        "x abort now",
+        "y panic: boom",
+        "z Error: x",
+        "w FAILED test_a",
+        "v traceback",
+    ]
+
+
 def test_notable_lines_are_clipped_and_bounded_in_number(tmp_path: pathlib.Path) -> None:
     data = b"head\n" * 2000 + (b"ERROR " + b"z" * 5000 + b"\n") * 50 + b"tail\n" * 8000
     found = _notable(data, 4096)

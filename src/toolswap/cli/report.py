@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import sys
 from typing import Any
 
 import attrs
@@ -31,6 +30,7 @@ import attrs
 from ..errors import UsageError
 from ..fs import REAL_FS
 from ..report import html, model
+from . import _progress
 from .crashcheck import DEFAULT_SEEDS
 
 __all__ = ["register", "report", "write_page", "write_variant_html", "DEFAULT_OUT"]
@@ -132,17 +132,6 @@ def _command(args: argparse.Namespace) -> str:
     return " ".join(words)
 
 
-def _progress() -> model.Progress | None:
-    if not sys.stderr.isatty():
-        return None
-
-    def tell(message: str) -> None:
-        sys.stderr.write(f"\r\x1b[K  {message}")
-        sys.stderr.flush()
-
-    return tell
-
-
 def write_page(path: str, page: str) -> None:
     """Write ``page`` to ``path`` whole (a temporary file, then a rename), via the fs seam."""
     folder = os.path.dirname(os.path.abspath(path))
@@ -166,10 +155,8 @@ def report(args: argparse.Namespace) -> int:
     if not os.path.isdir(folder):  # say so now, not after minutes of exploring
         raise UsageError(f"cannot write {args.out}: no folder {folder}")
     command = _command(args)
-    progress = _progress()
-    built = model.build(options, command, progress)
-    if progress is not None:
-        sys.stderr.write("\r\x1b[K")
+    with _progress.for_args(args) as line:
+        built = model.build(options, command, line.update if line.enabled else None)
     write_page(args.out, html.render(built))
     caught = sum(t.caught for t in built.timelines)
     failed = caught < len(built.timelines) or (built.model is not None and not built.model.ok)

@@ -625,7 +625,7 @@ def mutant_matrix(options: Options, progress: Progress | None = None) -> MutantM
     def tell(result: Any) -> None:
         if progress is not None:
             verdict = "killed" if result.killed else "SURVIVED"
-            progress(f"mutants: {result.mutant.name}: {verdict}")
+            progress(f"mutants: {result.mutant.label}: {verdict}")
 
     matrix = mutant_module.kill_matrix(
         [known[n] for n in names], seeds=options.mutant_seeds, modes=options.modes, progress=tell
@@ -638,7 +638,7 @@ def mutant_matrix(options: Options, progress: Progress | None = None) -> MutantM
             first = f"{f.invariant} in {f.scenario} at {f.target} [{f.mode}]: {f.detail}"
         rows.append(
             MutantRow(
-                name=r.mutant.name,
+                name=r.mutant.label,
                 mistake=r.mutant.mistake,
                 target=r.mutant.target,
                 expected=r.mutant.invariant,
