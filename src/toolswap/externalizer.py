@@ -279,6 +279,24 @@ class ToolResultExternalizer:
             return ExternalizationResult(context_text=text, artifact=None)
         return self._write_artifact(buffered, chunks, tool, chosen_summary)
 
+    def should_externalize(
+        self, output: str | bytes | bytearray | memoryview, tool_name: str = "bash"
+    ) -> bool:
+        """Would :meth:`externalize` write an artifact for ``output``?  Writes nothing.
+
+        The same rule as :meth:`externalize` (characters for ``bash``, bytes
+        for other tools).  Only whole values are accepted: asking about a
+        stream would consume it.
+        """
+        if not isinstance(tool_name, str) or not _TOOL_RE.fullmatch(tool_name):
+            raise UsageError(f"invalid tool name {tool_name!r}: want 1-128 of [A-Za-z0-9_.:/@+-]")
+        if not isinstance(output, str | bytes | bytearray | memoryview):
+            raise UsageError(
+                "should_externalize takes a str or bytes-like value, not "
+                f"{type(output).__name__}: asking about a stream would consume it"
+            )
+        return self._buffer_until_threshold(_chunks(output), tool_name, [])
+
     def _buffer_until_threshold(
         self, chunks: Iterator[bytes], tool: str, buffered: list[bytes]
     ) -> bool:

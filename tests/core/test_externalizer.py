@@ -216,3 +216,27 @@ def test_a_huge_output_gives_a_small_pointer_that_names_the_middle_failure(
     assert match is not None and int(match[1]) == count // 2
     page = ext.read_artifact(result.artifact, int(match[1]), 1)
     assert page == "ERROR: the distinctive failure\n"
+
+
+# -- should_externalize: the decision without the write ----------------------------------
+
+
+@pytest.mark.parametrize("tool", ["bash", "web_fetch"])
+@pytest.mark.parametrize("delta", [-1, 0, 1])
+def test_should_externalize_agrees_with_externalize_and_writes_nothing(
+    tmp_path: pathlib.Path, tool: str, delta: int
+) -> None:
+    ext = ToolResultExternalizer(
+        tmp_path / "s", environ={}, bash_threshold_chars=100, threshold_bytes=100
+    )
+    output = "é" * (100 + delta)  # two bytes a character: bash counts characters
+    decided = ext.should_externalize(output, tool)
+    assert not (tmp_path / "s" / "tool-results").exists()
+    assert decided == ext.externalize(output, tool).externalized
+    assert decided == (tool == "bash" and delta > 0 or tool != "bash" and 2 * len(output) > 100)
+
+
+def test_should_externalize_refuses_a_stream_it_would_consume(tmp_path: pathlib.Path) -> None:
+    ext = ToolResultExternalizer(tmp_path / "s", environ={})
+    with pytest.raises(UsageError, match="would consume it"):
+        ext.should_externalize(iter([b"x"]), "bash")  # type: ignore[arg-type]
