@@ -334,6 +334,15 @@ class CrashingMachine(SimulatedDiskMachine):
                     m.intent[txn] = rec.transactions[txn]
                     m.order.append(txn)
                 m.lease[txn] = got
+        # a CONFLICT append may or may not have become durable: adopt what recovery says
+        m.conflicts = {
+            txn: tuple(
+                (i.source_id, i.content_sha256)
+                for i in seen
+                if i.source_id is not None and i.content_sha256 is not None
+            )
+            for txn, seen in rec.conflicts.items()
+        }
         on_disk = self.artifact_files()
         for name, content in pre.files.items():
             if name not in on_disk:

@@ -110,7 +110,12 @@ from toolswap.domain import (
 from toolswap.externalizer import ToolResultExternalizer
 from toolswap.journal import ArtifactRetentionJournal
 from toolswap.journal_format import Phase
-from toolswap.owner import ArtifactPublicationRejected, owner_publisher, owner_remover
+from toolswap.owner import (
+    ArtifactPublicationRejected,
+    ReconcileStatus,
+    owner_publisher,
+    owner_remover,
+)
 
 from .disk import CRASH_MODES, TORN_GRANULARITIES, Chooser, SimulatedCrash, SimulatedDisk
 from .owner import OwnerFault
@@ -216,6 +221,8 @@ class World:
         self.recovery_crashed = False
         self.recovery_ops = 0
         self.claims: dict[str, ArtifactRetentionClaim] = {}
+        self.shown: dict[str, str] = {}  # txn -> artifact name the owner holds behind our back
+        self.conflicts_reported: set[str] = set()  # txns reconcile reported pending_conflict
         self.memory: dict[str, ArtifactMemoryReference] = {}
         self.violations: list[tuple[str, str]] = []
         self.outputs = 0
@@ -264,6 +271,15 @@ class World:
         """The owner holds ``claim`` under ``txn``, published behind the journal's back."""
         self.owner.touched.add(txn)
         self.source.handle.publish(txn, claim)
+        name = _filename(claim.source_id)
+        if name is not None:
+            self.shown[txn] = name
+
+    def reconcile(self) -> None:
+        """Reconcile every pending lease; remember which conflicts were reported (S1)."""
+        for report in self.journal.reconcile_pending(self.owner):
+            if report.status is ReconcileStatus.PENDING_CONFLICT:
+                self.conflicts_reported.add(report.transaction_id)
 
     def arm(self, fault: OwnerFault, times: int = 1) -> None:
         """Arm an owner fault by its built-in name (see :mod:`.owner_source` for harnesses)."""
@@ -306,6 +322,15 @@ class World:
                 continue
             if _filename(intent.get("source_id")) == name:
                 self.violations.append(("S1", f"{name} unlinked while {txn} ({phase}) protects it"))
+        for txn in sorted(self.conflicts_reported):  # the owner still shows what was reported
+            if self.shown.get(txn) == name:
+                self.violations.append(
+                    (
+                        "S1",
+                        f"{name} unlinked while the owner shows {txn}'s reference to it "
+                        "(reported as pending_conflict)",
+                    )
+                )
 
     # -- S2, checked at every publish call that may write -------------------------
 
@@ -394,6 +419,18 @@ def _conflicting(world: World) -> None:
     _prepared(world)
     other = world.claim_for(world.externalize())
     world.hold("t1", other)
+
+
+def _conflicting_with_an_old_other(world: World) -> None:
+    """t1 is PREPARED for 002; the owner holds t1 with 001's identity, an old orphan."""
+    other = world.claim_for(world.externalize())
+    world.prepare(world.externalize(), "t1")
+    world.hold("t1", other)
+
+
+def _run_reconcile_then_gc(world: World) -> None:
+    world.reconcile()
+    world.gc()
 
 
 def _run_reconcile(fault: OwnerFault | None) -> Callable[[World], None]:
@@ -517,6 +554,12 @@ STANDARD_SCENARIOS: tuple[Scenario, ...] = (
         name="reconcile_conflict",
         setup=_conflicting,
         run=_run_reconcile(None),
+        expect_pending=True,
+    ),
+    Scenario(
+        name="reconcile_conflict_then_gc",
+        setup=_conflicting_with_an_old_other,
+        run=_run_reconcile_then_gc,
         expect_pending=True,
     ),
     Scenario(name="remove", setup=_published, run=_run_remove(None)),
@@ -843,6 +886,7 @@ def _recover_and_check(
             )
         )
     protected = {c.source_id for c in recovery.active_claims_by_source(FAR).values()}
+    protected |= {c.source_id for c in recovery.conflict_claims()}  # what an owner shows
     protected_names = {parse_source_id(s).filename for s in protected}
     for survivor in after:
         if survivor in world.names_ever and survivor not in protected_names:

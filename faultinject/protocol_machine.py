@@ -310,6 +310,10 @@ class Model:
     tampered: set[str] = attrs.Factory(set)
     foreign: dict[str, str] = attrs.Factory(dict)  # planted entry name -> kind
     refs: list[ArtifactReference] = attrs.Factory(list)
+    # owner identity (claim_identity) -> (source id, digest) of every claim ever published
+    identities: dict[int, tuple[str, str]] = attrs.Factory(dict)
+    # txn -> identities its CONFLICT records name (reconcile saw the owner show them)
+    conflicts: dict[str, tuple[tuple[str, str], ...]] = attrs.Factory(dict)
 
     def clone(self) -> Model:
         return Model(**{f.name: copy.copy(getattr(self, f.name)) for f in attrs.fields(Model)})
@@ -332,6 +336,12 @@ class Model:
     def record(self, txn: str) -> OwnerRecord:
         return self.owner.get(txn, OwnerRecord())
 
+    def published(self, claim: ArtifactRetentionClaim) -> int:
+        """Remember the identity a publish stores (a conflict names it later)."""
+        key = claim_identity(claim)
+        self.identities[key] = (claim.source_id, claim.content_sha256)
+        return key
+
     def pending(self) -> list[str]:
         return [t for t in self.order if spec_lease.is_pending(self.lease[t])]
 
@@ -350,10 +360,20 @@ class Model:
                     retain_until=claim.retain_until,
                 )
             )
+        for txn, seen in self.conflicts.items():  # protected like the intent, no expiry
+            state = self.lease[txn]
+            if not spec_lease.protects(state):
+                continue
+            out.extend(
+                spec_cleanup.Claim(digest=int(digest, 16), pending=spec_lease.is_pending(state))
+                for source_id, digest in seen
+                if name_of(source_id) == name
+            )
         return out
 
     def claimed_names(self) -> set[str]:
-        return {name_of(self.intent[t].source_id) for t in self.order}
+        names = {name_of(self.intent[t].source_id) for t in self.order}
+        return names | {name_of(i) for seen in self.conflicts.values() for i, _ in seen}
 
 
 @attrs.frozen
@@ -642,7 +662,7 @@ class ProtocolMachine(RuleBasedStateMachine):
                 wanted, label = OwnerConflictError, "conflict"  # O1: another identity, no write
             else:
                 after, result = spec_owner.apply(
-                    record, spec_owner.OwnerAction.PUBLISH, claim_identity(claim)
+                    record, spec_owner.OwnerAction.PUBLISH, m.published(claim)
                 )
                 if result is spec_owner.OwnerResult.REFUSED:
                     wanted, label = ArtifactPublicationRejected, "refused by tombstone"
@@ -757,6 +777,10 @@ class ProtocolMachine(RuleBasedStateMachine):
             seen = observation.generation - 1 if seal_stale else observation.generation
             m.owner[txn], sealed = spec_owner.seal(record, seen)
             decision = spec_reconcile.after_seal(sealed)
+        if decision.record_observed:  # a CONFLICT record names what the owner shows
+            seen = m.identities[record.digest]
+            if seen not in m.conflicts.get(txn, ()):
+                m.conflicts[txn] = (*m.conflicts.get(txn, ()), seen)
         if decision.journal_action is not None:
             m.step(txn, decision.journal_action)
         return decision.status
@@ -985,7 +1009,7 @@ class ProtocolMachine(RuleBasedStateMachine):
         """
         record = m.record(txn)
         m.owner[txn], result = spec_owner.apply(
-            record, spec_owner.OwnerAction.PUBLISH, claim_identity(claim)
+            record, spec_owner.OwnerAction.PUBLISH, m.published(claim)
         )
         conflict = result is spec_owner.OwnerResult.NOOP and record.digest != claim_identity(claim)
         label = "conflict" if conflict else result.value
@@ -1054,7 +1078,7 @@ class ProtocolMachine(RuleBasedStateMachine):
         self.source.handle.publish(txn, claim)  # behind the journal: not watched
         m = self.model.clone()
         m.owner[txn], _ = spec_owner.apply(
-            m.record(txn), spec_owner.OwnerAction.PUBLISH, claim_identity(claim)
+            m.record(txn), spec_owner.OwnerAction.PUBLISH, m.published(claim)
         )
         self.model = m
 
@@ -1376,6 +1400,8 @@ class ProtocolMachine(RuleBasedStateMachine):
     def s5_one_terminal_event(self) -> None:
         counts: dict[tuple[str, str], int] = {}
         for record in self._records(self.raw_bytes(self.journal_path) or b""):
+            if record["phase"] == "CONFLICT":  # a note on a PREPARED lease, not an event
+                continue
             key = (record["transaction_id"], record["phase"])
             counts[key] = counts.get(key, 0) + 1
         for (txn, phase), n in counts.items():

@@ -17,7 +17,9 @@ Rules
   the lease COMMITTED (retry is safe: removing what is gone is a no-op).
 * **Reconciler**: ``IDLE`` --observe absent--> ``OBSERVED`` --seal CAS-->
   ``SEALING`` --tombstone durable--> ``SEALED`` --append ABORTED--> ``IDLE``;
-  a stale CAS goes back to ``IDLE`` (pending_stale).
+  a stale CAS goes back to ``IDLE`` (pending_stale); a visible reference with
+  another identity --record conflict--> ``RECORDING`` --report (only once the
+  conflict record is durable)--> ``IDLE`` (pending_conflict).
 * **GC**: ``IDLE`` --plan--> ``PLANNED`` --apply--> ``IDLE``.
 
 A crash resets every program counter to its initial state.
@@ -134,6 +136,7 @@ class ReconcilerPc(enum.Enum):
     OBSERVED = "observed"
     SEALING = "sealing"
     SEALED = "sealed"
+    RECORDING = "recording"  # a conflict record appended, not yet reported
 
 
 class ReconcilerEvent(enum.Enum):
@@ -143,6 +146,8 @@ class ReconcilerEvent(enum.Enum):
     STALE = "stale"
     TOMBSTONE_DURABLE = "tombstone_durable"
     APPEND_ABORTED = "append_aborted"
+    RECORD_CONFLICT = "record_conflict"
+    REPORT_CONFLICT = "report_conflict"
 
 
 class GcPc(enum.Enum):
@@ -211,6 +216,8 @@ RECONCILER_MACHINE: Machine[ReconcilerPc, ReconcilerEvent] = Machine(
             (_C.OBSERVED, _CE.STALE): _C.IDLE,
             (_C.SEALING, _CE.TOMBSTONE_DURABLE): _C.SEALED,
             (_C.SEALED, _CE.APPEND_ABORTED): _C.IDLE,
+            (_C.IDLE, _CE.RECORD_CONFLICT): _C.RECORDING,
+            (_C.RECORDING, _CE.REPORT_CONFLICT): _C.IDLE,
         }
     ),
 )

@@ -106,6 +106,8 @@ def _decision(d: reconcile.Decision) -> tuple[str, str, str]:
     seal = "seal by CAS first" if d.seal_first else "-"
     phases = {a: p for p, a in lease.RECORD_ACTION.items()}
     action = phases[d.journal_action].value if d.journal_action is not None else "nothing"
+    if d.record_observed:
+        action = "CONFLICT (the observed identity), durable before the report"
     return seal, action, d.status.value
 
 

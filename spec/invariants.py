@@ -7,7 +7,11 @@ docs: S1 ... S7 and L1.
 * **S1 no dangling reference**: an artifact is never deleted while a
   reference to it is visible in the owner, or may still become visible (a
   PREPARED lease, a request in flight or a publisher about to send, and no
-  durable tombstone).
+  durable tombstone); and an artifact that a reported ``pending_conflict``
+  names (present when it was reported) is never deleted while the owner still
+  shows that reference (the operator was told the reference is there, so it
+  must still work; one deleted before anyone could know was lost to the other
+  writer, not to a rule of ours).
 * **S2 prepare before publish**: the owner holds a reference only if that
   transaction's PREPARED record is durable.
 * **S3 tombstone before abort**: an ABORTED record exists only if the owner's
@@ -26,6 +30,8 @@ docs: S1 ... S7 and L1.
 * **L1 progress** (checked by :mod:`explorer`): from every reachable state,
   fault-free steps that start no new work reach :func:`l1_goal`: no pending
   lease, no request in flight, every artifact without an active claim deleted.
+  A PREPARED lease whose conflict is journalled durably and still shown by
+  the owner is left to the operator (nobody in the model fixes the owner).
 """
 
 from __future__ import annotations
@@ -36,7 +42,7 @@ from . import lease
 from .actors import FileStatus, PublisherPc
 from .lease import LeaseState
 from .owner import OwnerState
-from .system import Model, SystemState, artifact_name, txn_name
+from .system import JournalTxn, Model, OwnerSlot, SystemState, artifact_name, txn_name
 
 __all__ = [
     "s1_no_dangling_reference",
@@ -73,12 +79,25 @@ def s1_no_dangling_reference(model: Model, s: SystemState) -> str | None:
         a = model.artifact_of(t)
         if s.files[a].status is not FileStatus.DELETED:
             continue
-        if s.owner[t].record.state is OwnerState.PUBLISHED:
+        o = s.owner[t]
+        if o.record.state is OwnerState.PUBLISHED and o.names < 0:  # names < 0: names ``a``
             return f"{artifact_name(a)} is deleted while {txn_name(t)}'s reference to it is visible"
         if may_become_visible(model, s, t):
             return (
                 f"{artifact_name(a)} is deleted while {txn_name(t)}'s reference "
                 "may still become visible"
+            )
+    for t, o in enumerate(s.owner):
+        a = o.reported
+        if (
+            a >= 0
+            and o.names == a
+            and o.record.state is OwnerState.PUBLISHED
+            and s.files[a].status is FileStatus.DELETED
+        ):
+            return (
+                f"{artifact_name(a)} is deleted while {txn_name(t)}'s reference to it, "
+                "reported as pending_conflict, is visible"
             )
     return None
 
@@ -162,9 +181,22 @@ def violations(model: Model, s: SystemState) -> tuple[tuple[str, str], ...]:
     return tuple(found)
 
 
+def _awaits_operator(model: Model, txn: JournalTxn, o: OwnerSlot) -> bool:
+    """A durably journalled conflict the owner still shows: only an operator can resolve it."""
+    return (
+        txn.conflict >= 0
+        and not txn.conflict_volatile
+        and o.record.state is OwnerState.PUBLISHED
+        and o.names == txn.conflict
+    )
+
+
 def l1_goal(model: Model, s: SystemState) -> bool:
     """L1's target: nothing pending, nothing in flight, every unclaimed artifact deleted."""
     for t, txn in enumerate(s.journal):
-        if txn.state is LeaseState.PREPARED or s.owner[t].inflight or s.owner[t].pending_tombstone:
+        o = s.owner[t]
+        if o.inflight or o.pending_tombstone:
+            return False
+        if txn.state is LeaseState.PREPARED and not _awaits_operator(model, txn, o):
             return False
     return not any(f.exists and not model.claims_for(s, a) for a, f in enumerate(s.files))

@@ -8,8 +8,12 @@ decides what the journal does:
 
 1. PUBLISHED, source id and full digest match: append COMMITTED inside the
    fence -> ``committed``.
-2. PUBLISHED, identity differs: nothing -> ``pending_conflict`` (stays PREPARED,
-   protected with no expiry).
+2. PUBLISHED, identity differs: append a CONFLICT record naming the observed
+   identity inside the fence, and report only once it is durable ->
+   ``pending_conflict``.  The lease stays PREPARED; it protects its intent
+   *and* every identity journalled as a conflict for it, with no expiry,
+   until it stops protecting (RELEASED after the owner removed the reference,
+   or ABORTED after a sealed absence: then the owner no longer shows it).
 3. UNKNOWN: nothing -> ``pending_unknown``.
 4. ABSENT, not sealed: the owner seals by CAS on the observed generation, and
    only then is ABORTED appended -> ``aborted``; if the generation moved before
@@ -28,6 +32,11 @@ PREPARED.  It may only turn *evidence* into a terminal event: a visible
 reference with the right identity is evidence of COMMITTED; a sealed absence
 (tombstone durable first, S3) is evidence of ABORTED.  Everything else keeps
 the lease pending, and a pending lease keeps protecting its artifact (S1).
+A conflict is the one observation that is evidence of neither: the owner
+shows, under the transaction id, a reference toolswap did not intend (another
+writer, another artifact).  Until an operator fixes the owner, that reference
+is visible, so the artifact it names must outlive it; only the journal can
+tell the GC so, hence the CONFLICT record before the report.
 The table is keyed by (lease state, observation kind); the seal's own outcome
 is a second, smaller table.
 """
@@ -81,11 +90,16 @@ class ReconcileStatus(enum.Enum):
 
 @attrs.frozen
 class Decision:
-    """What to do: seal first or not, which journal action (None: nothing), the status."""
+    """What to do: seal first or not, which journal action (None: nothing), the status.
+
+    ``record_observed``: journal the observed identity (a CONFLICT record,
+    durable before the status is reported), so the lease protects it too.
+    """
 
     seal_first: bool
     journal_action: LeaseAction | None
     status: ReconcileStatus
+    record_observed: bool = False
 
 
 _K = ObservationKind
@@ -98,7 +112,9 @@ def _rows() -> dict[tuple[LeaseState, ObservationKind], Decision]:
         (LeaseState.PREPARED, _K.PUBLISHED_MATCH): Decision(
             False, LeaseAction.COMMIT, _St.COMMITTED
         ),
-        (LeaseState.PREPARED, _K.PUBLISHED_MISMATCH): Decision(False, None, _St.PENDING_CONFLICT),
+        (LeaseState.PREPARED, _K.PUBLISHED_MISMATCH): Decision(
+            False, None, _St.PENDING_CONFLICT, record_observed=True
+        ),
         (LeaseState.PREPARED, _K.UNKNOWN): Decision(False, None, _St.PENDING_UNKNOWN),
         (LeaseState.PREPARED, _K.ABSENT_UNSEALED): Decision(True, LeaseAction.ABORT, _St.ABORTED),
         (LeaseState.PREPARED, _K.ABSENT_SEALED): Decision(False, LeaseAction.ABORT, _St.ABORTED),
@@ -153,6 +169,8 @@ def decide(state: LeaseState, kind: ObservationKind) -> Decision:
     post: implies(state is not LeaseState.PREPARED, __return__.journal_action is None)
     post: implies(state is not LeaseState.PREPARED, not __return__.seal_first)
     post: implies(__return__.seal_first, kind is ObservationKind.ABSENT_UNSEALED)
+    post: implies(__return__.record_observed, kind is ObservationKind.PUBLISHED_MISMATCH)
+    post: implies(__return__.record_observed, state is LeaseState.PREPARED)
     """
     try:
         return RECONCILE_TABLE[(state, kind)]

@@ -10,13 +10,16 @@ component      durable (kept by ``Crash``)            volatile (lost by ``Crash`
 ============== ===================================== ==============================
 artifacts      fsynced files (PRESENT / DELETED)      written, not yet fsynced files
 journal        fsynced records per transaction        appended, not yet fsynced records
-owner          records (state, generation, digest)    a tombstone being written
+               (lease phases, a CONFLICT record)
+owner          records (state, generation, digest,    a tombstone being written
+               the artifact a foreign write names)
 network        publish requests in flight (they may   --
                still land after a crash)
 actors         --                                     every program counter, the GC
                                                       plan, the externalizer's counter
 ghosts         rejected-before-write flags, "touched  --
-               a path outside" (for S7)
+               a path outside" (for S7), the artifact
+               a reported pending_conflict names (S1)
 ============== ===================================== ==============================
 
 Actors and their steps (each step is atomic; any interleaving is allowed):
@@ -32,13 +35,16 @@ Actors and their steps (each step is atomic; any interleaving is allowed):
 * remover (per transaction): owner removes the reference (ack or lost ack),
   then RELEASED is appended;
 * reconciler: fenced observation (may be UNKNOWN), seal by CAS, ABORTED after
-  the tombstone is durable, COMMITTED for a matching visible reference;
+  the tombstone is durable, COMMITTED for a matching visible reference, a
+  CONFLICT record for a visible reference with another identity (reported as
+  pending_conflict once durable);
 * GC: plan (classify with :func:`cleanup.classify`), apply (re-validate with
   :func:`cleanup.revalidate`, under the journal lock, with the current claims);
 * faults: ``Crash`` (keep only durable state, then recovery: the journal's
   durable records are the claims, every program counter restarts), a lost
   ack, a dropped request, an UNKNOWN answer, an external writer that alters
-  an artifact's bytes.
+  an artifact's bytes, and (``Bounds.foreign_publish``) another writer that
+  publishes a transaction's id naming another artifact of the session.
 
 Theory of operation
 ===================
@@ -54,7 +60,12 @@ Abstractions, on purpose: one reconciler; claims carry no ``retain_until``
 (a COMMITTED lease holds until RELEASED); time is one "past the TTL" flag per
 artifact; digests are small integers (content version, +100 when altered
 externally); the correct externalizer writes only names that never existed
-(exclusive create never reuses a name).
+(exclusive create never reuses a name); one CONFLICT identity per transaction
+(while a lease is PREPARED the owner's record cannot leave PUBLISHED: only a
+removal does that, and the remover acts on COMMITTED leases), so a later
+CONFLICT record replaces the earlier one; nobody fixes the owner after a
+conflict (that is the operator's job, outside the model), so L1 does not ask
+a reported conflict to be resolved.
 """
 
 from __future__ import annotations
@@ -88,8 +99,8 @@ from .actors import (
 )
 from .errors import BadBounds, IllegalTransition
 from .lease import LeaseAction, LeaseState
-from .owner import OwnerAction, OwnerRecord, OwnerResult, SealResult
-from .reconcile import ObservationKind, classify_observation, decide
+from .owner import OwnerAction, OwnerRecord, OwnerResult, OwnerState, SealResult
+from .reconcile import Decision, ObservationKind, classify_observation, decide
 
 __all__ = [
     "Mistake",
@@ -128,6 +139,9 @@ class Mistake(enum.Enum):
     GC_IGNORES_DIGEST_CONFLICT = "GC continues past a digest conflict"
     DELETE_FOLDER_AT_SESSION_END = "delete the whole tool-results/ at session end"
     BLIND_TERMINAL_APPEND = "journal appends terminal events without folding the current phase"
+    CONFLICT_LEAVES_OBSERVED_UNPROTECTED = (
+        "pending_conflict reported without journalling the observed identity"
+    )
 
 
 @attrs.frozen
@@ -143,6 +157,9 @@ class Bounds:
     unknown: bool = True
     tamper: bool = True
     foreign_entry: bool = True
+    #: another writer publishes a transaction's id naming another artifact
+    #: (off by default: the default exploration and its state count predate it)
+    foreign_publish: bool = False
 
     def __attrs_post_init__(self) -> None:
         if not 1 <= self.artifacts <= 4:
@@ -217,11 +234,23 @@ class FileSlot:
 
 @attrs.frozen(cache_hash=True)
 class JournalTxn:
-    """One transaction's journal records: durable, then volatile; the intent's digest."""
+    """One transaction's journal records: durable, then volatile; the intent's digest.
+
+    ``conflict`` is the artifact slot a CONFLICT record names (-1: none), with
+    the observed digest; ``conflict_volatile``: that record is not yet fsynced.
+    """
 
     durable: tuple[LeaseState, ...] = ()
     volatile: tuple[LeaseState, ...] = ()
     intent: int = 0
+    conflict: int = -1
+    conflict_digest: int = 0
+    conflict_volatile: bool = False
+
+    @property
+    def unsynced(self) -> bool:
+        """Some record of this transaction is still in the page cache."""
+        return bool(self.volatile) or self.conflict_volatile
 
     @property
     def records(self) -> tuple[LeaseState, ...]:
@@ -240,11 +269,19 @@ class JournalTxn:
 
 @attrs.frozen(cache_hash=True)
 class OwnerSlot:
-    """The owner's record for one transaction id, a tombstone in progress, a request in flight."""
+    """The owner's record for one transaction id, a tombstone in progress, a request in flight.
+
+    ``names``: the artifact slot the PUBLISHED reference names when another
+    writer published it (-1: the transaction's own artifact).  ``reported`` is
+    a ghost (never read by an actor): the slot a ``pending_conflict`` reported
+    for this id named (-1: none); sticky, like the ``rejected`` flags.
+    """
 
     record: OwnerRecord = OwnerRecord()
     pending_tombstone: bool = False
     inflight: int = 0  # digest of an in-flight publish request; 0: none
+    names: int = -1
+    reported: int = -1
 
 
 @attrs.frozen(cache_hash=True)
@@ -335,6 +372,8 @@ class StepKind(enum.Enum):
     STALE = "reconciler's seal of {t} fails: {note} (pending_stale)"
     TOMBSTONE_DURABLE = "owner makes {t}'s tombstone durable"
     ABORT = "reconciler appends ABORTED for {t}"
+    REPORT_CONFLICT = "reconciler reports pending_conflict for {t}: the owner's reference names {a}"
+    FOREIGN_PUBLISH = "fault: another writer publishes {t}'s id naming {a} (generation {note})"
     GC_PLAN = "GC plans: {note}"
     GC_APPLY = "GC applies: {note}"
     SESSION_END = "session ends: the whole tool-results/ folder is deleted"
@@ -376,6 +415,7 @@ PROGRESS_STEPS: frozenset[StepKind] = frozenset(
         StepKind.STALE,
         StepKind.TOMBSTONE_DURABLE,
         StepKind.ABORT,
+        StepKind.REPORT_CONFLICT,
         StepKind.GC_PLAN,
         StepKind.GC_APPLY,
     }
@@ -436,13 +476,25 @@ def _file(f: FileSlot, *, status: Any = _KEEP, old: Any = _KEEP, tampered: Any =
     )
 
 
-def _owner(
-    o: OwnerSlot, *, record: Any = _KEEP, pending_tombstone: Any = _KEEP, inflight: Any = _KEEP
+def _owner(  # noqa: PLR0913 - one keyword per field
+    o: OwnerSlot,
+    *,
+    record: Any = _KEEP,
+    pending_tombstone: Any = _KEEP,
+    inflight: Any = _KEEP,
+    names: Any = _KEEP,
+    reported: Any = _KEEP,
 ) -> OwnerSlot:
+    record = o.record if record is _KEEP else record
+    if names is _KEEP:
+        # a reference that is gone names nothing; a NOOP publish keeps the record as it is
+        names = o.names if record.state is OwnerState.PUBLISHED else -1
     return OwnerSlot(
-        o.record if record is _KEEP else record,
+        record,
         o.pending_tombstone if pending_tombstone is _KEEP else pending_tombstone,
         o.inflight if inflight is _KEEP else inflight,
+        names,
+        o.reported if reported is _KEEP else reported,
     )
 
 
@@ -450,7 +502,20 @@ _ACTION_PHASE = {action: phase for phase, action in lease.RECORD_ACTION.items()}
 
 
 def _append(txn: JournalTxn, phase: LeaseState) -> JournalTxn:
-    return JournalTxn(txn.durable, txn.volatile + (phase,), txn.intent)
+    return JournalTxn(
+        txn.durable,
+        txn.volatile + (phase,),
+        txn.intent,
+        txn.conflict,
+        txn.conflict_digest,
+        txn.conflict_volatile,
+    )
+
+
+def _fsynced(txn: JournalTxn) -> JournalTxn:
+    if not txn.unsynced:
+        return txn
+    return JournalTxn(txn.records, (), txn.intent, txn.conflict, txn.conflict_digest, False)
 
 
 @attrs.frozen
@@ -486,8 +551,13 @@ class Model:
         """Active claims on ``slot`` as the journal file shows them now."""
         claims = []
         for t, txn in enumerate(state.journal):
-            if self.artifact_of(t) == slot and lease.protects(txn.state):
-                claims.append(cleanup.Claim(digest=txn.intent, pending=lease.is_pending(txn.state)))
+            if not lease.protects(txn.state):
+                continue
+            pending = lease.is_pending(txn.state)
+            if self.artifact_of(t) == slot:
+                claims.append(cleanup.Claim(digest=txn.intent, pending=pending))
+            if txn.conflict == slot:  # an observed identity protects like the intent
+                claims.append(cleanup.Claim(digest=txn.conflict_digest, pending=pending))
         return tuple(claims)
 
     @staticmethod
@@ -549,7 +619,7 @@ class Model:
         any record is volatile no other journal user (prepare, commit, abort,
         release, reconciler, GC) can step: they all take that lock.
         """
-        locked = any(txn.volatile for txn in s.journal)
+        locked = any(txn.unsynced for txn in s.journal)
         yield from self._externalizer(s)
         yield from self._publishers(s, locked)
         yield from self._owner_network(s)
@@ -607,7 +677,9 @@ class Model:
                     o = s.owner[t]
                     s2 = self._with_owner(s, t, _owner(o, inflight=txn.intent))
                     yield Step(StepKind.SEND, txn=t), self._with_pub(s2, t, PublisherEvent.SEND)
-                if durable and not locked:
+                # An owner that already holds a record under t's id (another writer's)
+                # answers t's publish by its table (NOOP), never by a rejection.
+                if durable and not locked and s.owner[t].names < 0:
                     s2 = self._with_journal(s, t, self._journal_step(txn, LeaseAction.ABORT))
                     s2 = _evolve(s2, rejected=_put(s2.rejected, t, True))
                     yield (
@@ -623,11 +695,8 @@ class Model:
                     note = f" but the journal refuses it: the lease is {txn.state.value}"
                 s2 = self._with_pub(self._with_journal(s, t, txn2), t, PublisherEvent.COMMIT)
                 yield Step(StepKind.COMMIT, txn=t, note=note), s2
-        if any(txn.volatile for txn in s.journal):
-            journal = tuple(
-                JournalTxn(txn.records, (), txn.intent) if txn.volatile else txn
-                for txn in s.journal
-            )
+        if any(txn.unsynced for txn in s.journal):
+            journal = tuple(_fsynced(txn) for txn in s.journal)
             yield Step(StepKind.JOURNAL_FSYNC), _evolve(s, journal=journal)
 
     def _owner_network(self, s: SystemState) -> Iterator[tuple[Step, SystemState]]:
@@ -715,9 +784,13 @@ class Model:
                     continue
                 o = s.owner[t]
                 obs = owner.observe(o.record, txn.intent)
+                if o.names >= 0:  # another artifact: the identity differs whatever the digest
+                    obs = attrs.evolve(obs, identity_matches=False)
                 kind = classify_observation(obs)
                 d = decide(txn.state, kind)
-                if d.seal_first and Mistake.NOT_FOUND_IS_ABSENT not in self.mistakes:
+                if d.record_observed:
+                    yield self._conflict(s, t, kind, d)
+                elif d.seal_first and Mistake.NOT_FOUND_IS_ABSENT not in self.mistakes:
                     s2 = self._with_recon(s, ReconcilerEvent.OBSERVE_ABSENT, t, obs.generation)
                     note = f"ABSENT, not sealed, generation {obs.generation}"
                     yield Step(StepKind.OBSERVE, txn=t, note=note), s2
@@ -750,6 +823,17 @@ class Model:
                     Step(StepKind.STALE, txn=t, note=note),
                     self._with_recon(s, ReconcilerEvent.STALE),
                 )
+        elif r.pc is ReconcilerPc.RECORDING:
+            # reached only once the CONFLICT record is durable: the lock held
+            # every journal user back until the fsync, and a crash resets the pc
+            t = r.txn
+            slot = s.journal[t].conflict
+            o = s.owner[t]
+            s2 = self._with_owner(s, t, _owner(o, reported=self._reportable(s, slot, o)))
+            yield (
+                Step(StepKind.REPORT_CONFLICT, txn=t, slot=slot),
+                self._with_recon(s2, ReconcilerEvent.REPORT_CONFLICT),
+            )
         else:
             t = r.txn
             key = (r.pc, ReconcilerEvent.APPEND_ABORTED)
@@ -759,6 +843,37 @@ class Model:
                     Step(StepKind.ABORT, txn=t),
                     self._with_recon(s2, ReconcilerEvent.APPEND_ABORTED),
                 )
+
+    @staticmethod
+    def _reportable(s: SystemState, slot: int, o: OwnerSlot) -> int:
+        """The ghost's new value: S1 speaks of an artifact the report found present.
+
+        One deleted before toolswap could know of the foreign reference was lost
+        to the other writer, not to a rule of ours.
+        """
+        return slot if s.files[slot].status is not FileStatus.DELETED else o.reported
+
+    def _conflict(
+        self, s: SystemState, t: int, kind: ObservationKind, d: Decision
+    ) -> tuple[Step, SystemState]:
+        """Row 2: journal the observed identity, report once durable (see :mod:`reconcile`)."""
+        o, txn = s.owner[t], s.journal[t]
+        slot = o.names if o.names >= 0 else self.artifact_of(t)
+        digest = o.record.digest
+        head = f"{kind.value} ({artifact_name(slot)}) -> {d.status.value}"
+        if Mistake.CONFLICT_LEAVES_OBSERVED_UNPROTECTED in self.mistakes:
+            s2 = self._with_owner(s, t, _owner(o, reported=self._reportable(s, slot, o)))
+            s2 = self._with_recon(s2, ReconcilerEvent.RESOLVE)
+            return Step(StepKind.OBSERVE, txn=t, note=f"{head}, reported, nothing journalled"), s2
+        if (txn.conflict, txn.conflict_digest) == (slot, digest):
+            # already journalled (and durable: nothing is volatile here): report again
+            s2 = self._with_owner(s, t, _owner(o, reported=self._reportable(s, slot, o)))
+            s2 = self._with_recon(s2, ReconcilerEvent.RESOLVE)
+            return Step(StepKind.OBSERVE, txn=t, note=f"{head}, already journalled"), s2
+        txn2 = JournalTxn(txn.durable, txn.volatile, txn.intent, slot, digest, True)
+        s2 = self._with_recon(self._with_journal(s, t, txn2), ReconcilerEvent.RECORD_CONFLICT, t)
+        note = f"{head}: appends CONFLICT naming it (not yet fsynced)"
+        return Step(StepKind.OBSERVE, txn=t, note=note), s2
 
     def _gc(self, s: SystemState) -> Iterator[tuple[Step, SystemState]]:
         m = self.mistakes
@@ -854,14 +969,44 @@ class Model:
                 for f in s.files
             )
             yield Step(StepKind.SESSION_END), _evolve(s, files=files)
+        if b.foreign_publish:
+            yield from self._foreign_publishes(s)
         if b.crashes:
             yield Step(StepKind.CRASH), self.crash(s)
+
+    def _foreign_publishes(self, s: SystemState) -> Iterator[tuple[Step, SystemState]]:
+        """Another writer publishes t's id (absent, unsealed) naming another present artifact.
+
+        Only while t's lease is durably PREPARED: toolswap mints the id in that
+        record, so nobody knows it earlier (S2 stays a rule about our publisher),
+        and this is the window reconciliation is for.
+        """
+        for t, o in enumerate(s.owner):
+            if o.record.state is not OwnerState.ABSENT or o.pending_tombstone:
+                continue
+            if s.journal[t].durable_state is not LeaseState.PREPARED:
+                continue
+            if o.record.generation + 1 > self.bounds.max_generation:
+                continue
+            for a, f in enumerate(s.files):
+                if a == self.artifact_of(t) or f.status is not FileStatus.PRESENT:
+                    continue
+                record, _ = owner.apply(o.record, OwnerAction.PUBLISH, f.digest)
+                s2 = self._with_owner(s, t, _owner(o, record=record, names=a))
+                note = str(record.generation)
+                yield Step(StepKind.FOREIGN_PUBLISH, txn=t, slot=a, note=note), s2
 
     def crash(self, s: SystemState) -> SystemState:
         """Keep only durable state, then recover: the journal is re-read, every actor restarts."""
         files = tuple(FileSlot() if f.status is FileStatus.VOLATILE else f for f in s.files)
         journal = tuple(
-            JournalTxn(txn.durable, (), txn.intent if txn.durable else 0) for txn in s.journal
+            JournalTxn(
+                txn.durable,
+                (),
+                txn.intent if txn.durable else 0,
+                *((-1, 0) if txn.conflict_volatile else (txn.conflict, txn.conflict_digest)),
+            )
+            for txn in s.journal
         )
         owners = tuple(
             _owner(o, pending_tombstone=False) if o.pending_tombstone else o for o in s.owner

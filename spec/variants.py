@@ -8,7 +8,10 @@ Rules
    expected to break first.
 2. Run through :func:`explorer.explore` under the default bounds, every
    variant must reach a violation of its expected invariant; breadth-first
-   order makes the printed trace a shortest one.
+   order makes the printed trace a shortest one.  A variant whose mistake
+   only shows under a fault the default bounds leave off names that fault in
+   ``faults``: :meth:`Variant.bounds` switches it on over any bounds given, and
+   the correct model under those same bounds has no violation.
 3. Names are the stable handles of the CLI (``toolswap explore --variant``),
    the tests and SPEC.md; an unknown name raises :class:`UnknownVariant`.
 
@@ -34,12 +37,18 @@ from .errors import UnknownVariant
 from .invariants import INVARIANT_NAMES
 from .system import Bounds, Mistake, Model
 
-__all__ = ["Variant", "VARIANTS", "get", "names", "invariant_id"]
+__all__ = ["Variant", "VARIANTS", "FAULT_NEEDS", "get", "names", "invariant_id"]
 
 
 def invariant_id(name: str) -> str:
     """The short handle of an invariant name: ``"S2 prepare before publish"`` -> ``"S2"``."""
     return name.split(" ", 1)[0]
+
+
+#: A fault -> the least bounds it can happen under (a foreign publish names another artifact).
+FAULT_NEEDS: Mapping[str, Mapping[str, int]] = MappingProxyType(
+    {"foreign_publish": MappingProxyType({"artifacts": 2})}
+)
 
 
 @attrs.frozen
@@ -50,16 +59,31 @@ class Variant:
     mistake: Mistake
     expected: str
     lesson: str
+    faults: tuple[str, ...] = ()  # Bounds flags this variant needs switched on
 
     def __attrs_post_init__(self) -> None:
         if self.expected not in INVARIANT_NAMES:
             raise ValueError(f"variant {self.name}: unknown invariant {self.expected!r}")
+        flags = {f.name for f in attrs.fields(Bounds) if f.type in (bool, "bool")}
+        for fault in self.faults:
+            if fault not in flags:
+                raise ValueError(f"variant {self.name}: unknown fault {fault!r}")
+
+    def bounds(self, bounds: Bounds | None = None) -> Bounds:
+        """``bounds`` (default: the default bounds) with this variant's faults switched on,
+        and raised to what each fault needs (:data:`FAULT_NEEDS`)."""
+        base = bounds if bounds is not None else Bounds()
+        if not self.faults:
+            return base
+        changes: dict[str, int | bool] = dict.fromkeys(self.faults, True)
+        for fault in self.faults:
+            for key, least in FAULT_NEEDS.get(fault, {}).items():
+                changes[key] = max(least, getattr(base, key))
+        return attrs.evolve(base, **changes)  # type: ignore[arg-type]
 
     def model(self, bounds: Bounds | None = None) -> Model:
-        """The correct model with this one mistake switched on."""
-        return Model(
-            bounds=bounds if bounds is not None else Bounds(), mistakes=frozenset({self.mistake})
-        )
+        """The correct model with this one mistake switched on (and its faults)."""
+        return Model(bounds=self.bounds(bounds), mistakes=frozenset({self.mistake}))
 
 
 _M = Mistake
@@ -151,6 +175,17 @@ _ROWS: tuple[Variant, ...] = (
         "The journal appended COMMITTED without folding the current phase, so a "
         "publisher and a reconciler both wrote one. Fix: fold first; a terminal "
         "phase re-applied is idempotent and appends nothing.",
+    ),
+    Variant(
+        "conflict-unprotected",
+        _M.CONFLICT_LEAVES_OBSERVED_UNPROTECTED,
+        "S1 no dangling reference",
+        "The owner showed, under a transaction's id, a reference to another artifact, and the "
+        "reconciler reported pending_conflict without writing that down. The lease "
+        "protects only what it intended, so the GC deleted the artifact the owner "
+        "shows. Fix: journal the observed identity (durable before the report); the "
+        "lease protects it too until it stops protecting.",
+        faults=("foreign_publish",),
     ),
 )
 

@@ -754,6 +754,9 @@ def _protecting_claims(recovery: Recovery) -> list[ArtifactRetentionClaim]:
             claims.append(attrs.evolve(claim, retain_until=None))  # uncertain: never expires
         elif phase is Phase.COMMITTED:
             claims.append(claim)
+    # What the owner showed instead of the intent (a CONFLICT record): no expiry
+    # while its lease protects; only this session's artifact ids (S7).
+    claims.extend(recovery.conflict_claims())
     return claims
 
 

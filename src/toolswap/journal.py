@@ -10,6 +10,14 @@ Rules
   transition).  One terminal event per transaction, ever (S5).
 * A PREPARED lease protects its artifact with no expiry, whatever its
   ``retain_until``, until it is reconciled.
+* A CONFLICT record (a note on a PREPARED lease, not a phase) names an identity
+  the owner showed under the transaction id instead of the intent.  It is
+  appended and fsynced inside the reconcile fence *before* ``pending_conflict``
+  is reported, and while the lease is PREPARED or COMMITTED the identity is
+  protected like the intent, with no expiry (:meth:`Recovery.conflict_claims`);
+  RELEASED (the owner removed the reference) or ABORTED (a sealed absence)
+  end it.  An observed identity that is not an artifact id of this session is
+  recorded and reported, and protects nothing: it is never turned into a path.
 * Every append happens under the session lock (``SessionPaths.session_lock``),
   so threads and processes on one host keep one unbroken chain.
 * An owner is never called while the session lock is held (calling an owner
@@ -68,7 +76,7 @@ from typing import Any, TypeVar
 
 import attrs
 
-from .domain import ArtifactRetentionClaim
+from .domain import ArtifactRetentionClaim, parse_source_id
 from .errors import (
     ArtifactIntegrityError,
     ArtifactNotOwnedError,
@@ -82,6 +90,7 @@ from .journal_format import (
     MAX_RECORD_BYTES,
     JournalCorruptError,
     JournalRecord,
+    ObservedIdentity,
     Phase,
     build_record,
     encode_record,
@@ -252,6 +261,8 @@ class Recovery:
       artifact); use this, or ``transactions``, to decide what a file needs.
     * ``pending_transaction_ids``: PREPARED transactions, in journal order.
     * ``torn_tail``: the ignored final piece, if any.
+    * ``conflicts``: transaction id -> the identities its CONFLICT records name
+      (see :meth:`conflict_claims` for what they protect).
     """
 
     session_id: str
@@ -266,6 +277,25 @@ class Recovery:
     last_sha256: str
     verified_bytes: int
     observed_at: float
+    conflicts: Mapping[str, tuple[ObservedIdentity, ...]] = attrs.field(factory=dict)
+
+    def conflict_claims(self) -> list[ArtifactRetentionClaim]:
+        """A no-expiry claim per identity a CONFLICT names, while its lease protects.
+
+        Protecting means PREPARED or COMMITTED (RELEASED and ABORTED are evidence
+        that the owner no longer shows the reference).  An identity that is not
+        a well-formed artifact id of this session with a matching digest is
+        skipped: it was recorded and reported, and names nothing we may touch.
+        """
+        claims: list[ArtifactRetentionClaim] = []
+        for txn, identities in self.conflicts.items():
+            if self.states.get(txn) not in (Phase.PREPARED, Phase.COMMITTED):
+                continue
+            for identity in identities:
+                claim = _conflict_claim(identity, self.session_id)
+                if claim is not None:
+                    claims.append(claim)
+        return claims
 
     def _leases(self) -> dict[str, tuple[Phase, ArtifactRetentionClaim]]:
         return {txn: (phase, self.transactions[txn]) for txn, phase in self.states.items()}
@@ -301,6 +331,23 @@ class Recovery:
         }
 
 
+def _conflict_claim(identity: ObservedIdentity, session_id: str) -> ArtifactRetentionClaim | None:
+    """The claim an observed identity makes, or None if it is not one of this session."""
+    if identity.source_id is None or identity.content_sha256 is None:
+        return None
+    try:
+        if parse_source_id(identity.source_id).session_id != session_id:
+            return None
+        return ArtifactRetentionClaim(
+            source_id=identity.source_id,
+            content_sha256=identity.content_sha256,
+            reference_count=1,
+            retain_until=None,
+        )
+    except (UsageError, ValueError):
+        return None
+
+
 class _Fold:
     """The verified state of a journal prefix; :meth:`apply` checks, then mutates."""
 
@@ -314,6 +361,7 @@ class _Fold:
         self.intent_sha256: dict[str, str] = {}
         self.pending: dict[str, None] = {}
         self.latest: dict[str, JournalRecord] = {}
+        self.conflicts: dict[str, tuple[ObservedIdentity, ...]] = {}
         self.checkpoint: tuple[int, str] | None = None
 
     def check(self, record: JournalRecord, line_number: int) -> None:
@@ -326,7 +374,12 @@ class _Fold:
         if record.session_id != self.session_id:
             raise JournalCorruptError(line_number, "session", "record of another session")
         current = self.phases.get(record.transaction_id)
-        if record.phase not in TRANSITIONS.get(current, frozenset()):
+        allowed = (
+            current is Phase.PREPARED
+            if record.phase is Phase.CONFLICT  # a note on a PREPARED lease
+            else record.phase in TRANSITIONS.get(current, frozenset())
+        )
+        if not allowed:
             was = "nothing" if current is None else current.value
             raise JournalCorruptError(
                 line_number, "illegal_transition", f"{was} -> {record.phase.value}"
@@ -340,15 +393,21 @@ class _Fold:
     def apply(self, record: JournalRecord, line_number: int, size: int) -> None:
         self.check(record, line_number)
         txn = record.transaction_id
-        if record.phase is Phase.PREPARED:
+        if record.phase is Phase.CONFLICT:
+            assert record.observed is not None
+            seen = self.conflicts.get(txn, ())
+            if record.observed not in seen:
+                self.conflicts[txn] = (*seen, record.observed)
+        elif record.phase is Phase.PREPARED:
             assert record.intent is not None
             self.intents[txn] = record.intent
             self.intent_sha256[txn] = record.intent_sha256
             self.pending[txn] = None
         else:
             self.pending.pop(txn, None)
-        self.phases[txn] = record.phase
-        self.latest[txn] = record
+        if record.phase is not Phase.CONFLICT:  # a note: the phase stays PREPARED
+            self.phases[txn] = record.phase
+            self.latest[txn] = record
         self.sequence = record.sequence
         self.last_sha256 = record.event_sha256
         self.size += size
@@ -622,7 +681,8 @@ class ArtifactRetentionJournal:
 
         * PUBLISHED with the claim's source id *and* full digest: append
           COMMITTED -> ``committed``;
-        * PUBLISHED with any other identity -> ``pending_conflict``;
+        * PUBLISHED with any other identity: append (and fsync) a CONFLICT
+          record naming it, unless already recorded -> ``pending_conflict``;
         * UNKNOWN, a failed inspection, or an observation of another id ->
           ``pending_unknown`` (an owner failure is never read as absence);
         * ABSENT and sealed: append ABORTED (no second seal) -> ``aborted``;
@@ -630,7 +690,7 @@ class ArtifactRetentionJournal:
           -> ``aborted``; ``False`` -> ``pending_stale``; an exception or any
           other answer -> ``pending_unknown``.
 
-        Pending results write nothing.  The terminal event is appended inside the
+        Other pending results write nothing.  The terminal event is appended inside the
         fence, after the tombstone (S3).  Idempotent; of concurrent reconcilers
         at most one appends the terminal event, the others report ``already_*``
         (S5).  Raises :class:`UnknownTransactionError` for an id with no record.
@@ -709,8 +769,15 @@ class ArtifactRetentionJournal:
                     ReconcileStatus.COMMITTED,
                     "owner holds the reference with this identity",
                 )
+            protected = self._record_conflict(txn, observation, now)
             return report(
-                ReconcileStatus.PENDING_CONFLICT, "owner holds a different identity for this id"
+                ReconcileStatus.PENDING_CONFLICT,
+                "owner holds a different identity for this id (recorded; "
+                + (
+                    "it stays protected while the lease is pending)"
+                    if protected
+                    else "not an artifact of this session: nothing protected)"
+                ),
             )
         if state is ObservedState.ABSENT:
             if observation.sealed is True:
@@ -742,6 +809,21 @@ class ArtifactRetentionJournal:
                 "absence sealed by tombstone",
             )
         return report(ReconcileStatus.PENDING_UNKNOWN, "owner cannot tell")
+
+    def _record_conflict(self, txn: str, observation: OwnerObservation, now: float | None) -> bool:
+        """Append (and fsync) a CONFLICT naming what the owner shows; True if it protects.
+
+        Inside the fence, before the report: once ``pending_conflict`` is said,
+        the identity is durable evidence the GC reads (S1).  Idempotent.
+        """
+        identity = ObservedIdentity.seen(observation.source_id, observation.content_sha256)
+        with self._locked():
+            self._refresh()
+            if self._fold.phases.get(txn) is Phase.PREPARED and identity not in (
+                self._fold.conflicts.get(txn, ())
+            ):
+                self._append(txn, Phase.CONFLICT, self._fold.intents[txn], now, identity)
+        return _conflict_claim(identity, self._paths.session_id) is not None
 
     def _finish(
         self,
@@ -846,6 +928,7 @@ class ArtifactRetentionJournal:
             last_sha256=fold.last_sha256,
             verified_bytes=fold.size,
             observed_at=self._clock() if now is None else now,
+            conflicts=dict(fold.conflicts),
         )
 
     def _refresh_missing(self) -> None:
@@ -999,7 +1082,12 @@ class ArtifactRetentionJournal:
             )
 
     def _append(
-        self, txn: str, phase: Phase, claim: ArtifactRetentionClaim, now: float | None
+        self,
+        txn: str,
+        phase: Phase,
+        claim: ArtifactRetentionClaim,
+        now: float | None,
+        observed: ObservedIdentity | None = None,
     ) -> None:
         """Cut a torn tail (durably), append one record, fsync -- under the lock."""
         fs = self._fs
@@ -1012,6 +1100,7 @@ class ArtifactRetentionJournal:
             phase=phase,
             time=self._clock() if now is None else now,
             claim=claim,
+            observed=observed,
         )
         fold.check(record, record.sequence)
         line = encode_record(record)

@@ -15,6 +15,14 @@ Rules of the format (docs/design.md section 5):
 4. ``intent`` is the claim (a dict) on ``PREPARED`` and ``null`` afterwards;
    ``intent_sha256`` is on every record and names the digest of the canonical
    claim, so a later record cannot silently rewrite the intent.
+5. ``CONFLICT`` (docs/design.md section 6) is a note on a PREPARED lease, not a
+   phase change: reconciliation saw the owner show, under this transaction id,
+   another identity.  Its ``intent`` is that *observed* identity,
+   :class:`ObservedIdentity` (``source_id`` and ``content_sha256``, each a string
+   of at most :data:`MAX_OBSERVED_LEN` characters, or ``null`` when the owner's
+   answer was not one), recorded as seen: never trusted, never a path.  The
+   version stays 1: a reader that predates CONFLICT fails closed on it
+   ("schema"), it never reads it as fewer leases.
 
 This module is pure: bytes in, records out.  Folding records into transaction
 state (chain, sequence, transitions) lives in :mod:`toolswap.journal`.
@@ -36,6 +44,8 @@ from .errors import CorruptStateError, UsageError
 
 __all__ = [
     "FORMAT_VERSION",
+    "MAX_OBSERVED_LEN",
+    "ObservedIdentity",
     "GENESIS_SHA256",
     "MAX_RECORD_BYTES",
     "RECORD_KEYS",
@@ -62,8 +72,9 @@ MAX_TRANSACTION_ID_LEN = 512
 #: 128 safe characters and appear twice; the four hashes are 64 hex digits; and
 #: every number (sequence, time, reference count, retain-until, the artifact
 #: number in the source id) is at most 4,300 digits, Python's limit for
-#: parsing an integer, about 22 KiB together.  The total stays under 32 KiB;
-#: 64 KiB leaves room.  :func:`encode_record` refuses anything longer, so a
+#: parsing an integer, about 22 KiB together; a CONFLICT's observed identity
+#: adds two strings of at most 512 characters (12 KiB escaped).  The total stays
+#: under 48 KiB; 64 KiB leaves room.  :func:`encode_record` refuses anything longer, so a
 #: final piece longer than this cannot be a torn write of a record.
 MAX_RECORD_BYTES = 64 * 1024
 
@@ -90,6 +101,7 @@ class Phase(enum.StrEnum):
     COMMITTED = "COMMITTED"
     ABORTED = "ABORTED"
     RELEASED = "RELEASED"
+    CONFLICT = "CONFLICT"  # a note on a PREPARED lease (rule 5), not a phase change
 
     def __str__(self) -> str:
         return self.value
@@ -137,6 +149,44 @@ class JournalCorruptError(CorruptStateError):
 
     def __reduce__(self) -> tuple[Any, ...]:  # picklable across processes
         return (type(self), (self.line_number, self.reason, self.detail))
+
+
+MAX_OBSERVED_LEN = 512
+_OBSERVED_KEYS = frozenset({"source_id", "content_sha256"})
+
+
+def _observed_field(value: object) -> str | None:
+    if not isinstance(value, str) or not value or len(value) > MAX_OBSERVED_LEN:
+        return None
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return None
+    return value
+
+
+@attrs.frozen
+class ObservedIdentity:
+    """What an owner showed under a transaction id, as seen (rule 5); ``None``: not a string."""
+
+    source_id: str | None
+    content_sha256: str | None
+
+    @classmethod
+    def seen(cls, source_id: object, content_sha256: object) -> ObservedIdentity:
+        """Whatever the owner answered, reduced to what the format can hold."""
+        return cls(_observed_field(source_id), _observed_field(content_sha256))
+
+    def to_dict(self) -> dict[str, str | None]:
+        return {"source_id": self.source_id, "content_sha256": self.content_sha256}
+
+    @classmethod
+    def from_dict(cls, data: object) -> ObservedIdentity | None:
+        """The identity, or ``None`` if ``data`` is not exactly one."""
+        if not isinstance(data, dict) or set(data) != _OBSERVED_KEYS:
+            return None
+        identity = cls.seen(data["source_id"], data["content_sha256"])
+        return identity if identity.to_dict() == data else None
 
 
 # One encoder for every call: json.dumps would build a new one each time.
@@ -196,6 +246,7 @@ class JournalRecord:
     intent: ArtifactRetentionClaim | None
     intent_sha256: str
     event_sha256: str
+    observed: ObservedIdentity | None = None  # CONFLICT only (rule 5)
 
     def body(self) -> dict[str, Any]:
         """Every field but ``event_sha256``, as it is hashed."""
@@ -207,7 +258,13 @@ class JournalRecord:
             "transaction_id": self.transaction_id,
             "phase": self.phase.value,
             "time": self.time,
-            "intent": None if self.intent is None else self.intent.to_dict(),
+            "intent": (
+                self.intent.to_dict()
+                if self.intent is not None
+                else None
+                if self.observed is None
+                else self.observed.to_dict()
+            ),
             "intent_sha256": self.intent_sha256,
         }
 
@@ -226,8 +283,14 @@ def build_record(
     phase: Phase,
     time: float,
     claim: ArtifactRetentionClaim,
+    observed: ObservedIdentity | None = None,
 ) -> JournalRecord:
-    """A new record; the claim is embedded on PREPARED and digested on every phase."""
+    """A new record; the claim is embedded on PREPARED and digested on every phase.
+
+    ``observed`` is required on CONFLICT and refused on every other phase.
+    """
+    if (phase is Phase.CONFLICT) != (observed is not None):
+        raise UsageError("an observed identity goes on a CONFLICT record, and only there")
     if isinstance(time, bool) or not isinstance(time, int | float) or not math.isfinite(time):
         raise UsageError(f"time must be a finite number, got {time!r}")
     draft = JournalRecord(
@@ -241,6 +304,7 @@ def build_record(
         intent=claim if phase is Phase.PREPARED else None,
         intent_sha256=intent_digest(claim),
         event_sha256="",
+        observed=observed,
     )
     return attrs.evolve(draft, event_sha256=sha256_hex(canonical_json(draft.body())))
 
@@ -307,7 +371,14 @@ def parse_line(line: bytes, line_number: int) -> JournalRecord:
         raise JournalCorruptError(line_number, "hash", "event_sha256 does not match")
     raw_intent = data["intent"]
     claim: ArtifactRetentionClaim | None = None
-    if phase is Phase.PREPARED:
+    observed: ObservedIdentity | None = None
+    if phase is Phase.CONFLICT:
+        observed = ObservedIdentity.from_dict(raw_intent)
+        if observed is None:
+            raise JournalCorruptError(
+                line_number, "intent", "CONFLICT without an observed identity"
+            )
+    elif phase is Phase.PREPARED:
         if not isinstance(raw_intent, dict):
             raise JournalCorruptError(line_number, "intent", "PREPARED without an intent")
         try:
@@ -335,4 +406,5 @@ def parse_line(line: bytes, line_number: int) -> JournalRecord:
         intent=claim,
         intent_sha256=data["intent_sha256"],
         event_sha256=data["event_sha256"],
+        observed=observed,
     )

@@ -116,7 +116,9 @@ class OwnerConflictError(CorruptStateError):
     """The owner already holds another identity under this transaction id (O1).
 
     Nothing was changed.  The journal keeps the lease PREPARED; reconciliation
-    reports ``pending_conflict`` until a person resolves it.
+    records the identity the owner shows (a CONFLICT record, so the artifact it
+    names stays protected while the lease does) and reports
+    ``pending_conflict`` until a person resolves it.
     """
 
 

@@ -13,12 +13,14 @@ import pickle
 import pytest
 
 from toolswap.domain import ArtifactRetentionClaim
+from toolswap.errors import UsageError
 from toolswap.journal import ArtifactRetentionJournal, JournalCorruptError, Phase
 from toolswap.journal_anchor import ANCHOR_NAME
 from toolswap.journal_format import (
     CORRUPTION_REASONS,
     GENESIS_SHA256,
     RECORD_KEYS,
+    ObservedIdentity,
     build_record,
     canonical_json,
     encode_record,
@@ -410,3 +412,59 @@ def test_a_record_with_an_impossible_transaction_id_is_corruption(
 def test_corruption_errors_survive_pickling_for_process_pools() -> None:
     error = pickle.loads(pickle.dumps(JournalCorruptError(7, "chain", "previous_sha256")))
     assert (error.line_number, error.reason, error.detail) == (7, "chain", "previous_sha256")
+
+
+# -- CONFLICT: a note on a PREPARED lease (journal_format rule 5) -----------------------
+
+
+def _conflict_pair(base: ArtifactRetentionClaim, seen: ObservedIdentity) -> tuple[bytes, bytes]:
+    return _two(base, phase=Phase.CONFLICT, observed=seen)
+
+
+def test_a_conflict_record_round_trips_and_keeps_the_lease_prepared(
+    tmp_path: pathlib.Path,
+) -> None:
+    session = tmp_path / "s1"
+    claim = make_artifact(session)
+    other = make_artifact(session, b"other\n", 2)
+    seen = ObservedIdentity.seen(other.source_id, other.content_sha256)
+    _write_lines(session, *_conflict_pair(claim, seen))
+    recovery = ArtifactRetentionJournal(session).recover()
+    assert recovery.states == {"t1": Phase.PREPARED}
+    assert recovery.pending_transaction_ids == ("t1",)
+    assert recovery.conflicts == {"t1": (seen,)}
+
+
+def test_a_conflict_on_a_lease_that_is_not_prepared_is_an_illegal_transition(
+    tmp_path: pathlib.Path,
+) -> None:
+    session = tmp_path / "s1"
+    claim = make_artifact(session)
+    first, second = _two(claim)
+    third = build_record(
+        sequence=3,
+        previous_sha256=json.loads(second)["event_sha256"],
+        session_id="s1",
+        transaction_id="t1",
+        phase=Phase.CONFLICT,
+        time=3.0,
+        claim=claim,
+        observed=ObservedIdentity.seen("x", "y"),
+    )
+    _write_lines(session, first, second, encode_record(third))
+    with pytest.raises(JournalCorruptError) as info:
+        ArtifactRetentionJournal(session)
+    assert (info.value.line_number, info.value.reason) == (3, "illegal_transition")
+
+
+def test_an_owner_answer_that_is_not_a_string_is_recorded_as_null() -> None:
+    seen = ObservedIdentity.seen(12, "x" * 10_000)
+    assert seen.to_dict() == {"source_id": None, "content_sha256": None}
+
+
+def test_an_observed_identity_goes_on_conflict_records_only(tmp_path: pathlib.Path) -> None:
+    claim = make_artifact(tmp_path / "s1")
+    with pytest.raises(UsageError):
+        _two(claim, observed=ObservedIdentity.seen("a", "b"))  # on COMMITTED
+    with pytest.raises(UsageError):
+        _two(claim, phase=Phase.CONFLICT)  # CONFLICT without one

@@ -108,11 +108,97 @@ def test_row_published_with_another_identity_stays_pending(
     journal = ArtifactRetentionJournal(session)
     journal.prepare(claim, "t1")
     owner.publish("t1", other)
-    before = file_bytes(journal.path)
     report = journal.reconcile_reference("t1", owner)
     assert report.status is ReconcileStatus.PENDING_CONFLICT
-    assert file_bytes(journal.path) == before
-    assert journal.recover().pending_transaction_ids == ("t1",)
+    conflicts = [r for r in _records(session) if r["phase"] == "CONFLICT"]
+    assert [c["intent"] for c in conflicts] == [
+        {"source_id": other.source_id, "content_sha256": other.content_sha256}
+    ]
+    recovery = journal.recover()
+    assert recovery.pending_transaction_ids == ("t1",)
+    assert recovery.states["t1"] is Phase.PREPARED  # a note, not a phase change
+    before = file_bytes(journal.path)
+    assert journal.reconcile_reference("t1", owner).status is ReconcileStatus.PENDING_CONFLICT
+    assert file_bytes(journal.path) == before  # the same conflict is recorded once
+
+
+# -- issue 14 item 4: the artifact a conflict names stays protected (S1) ------------
+
+
+def _gc_now(session: pathlib.Path, journal: ArtifactRetentionJournal) -> Any:
+    """``toolswap gc apply --ttl 0s`` in API form."""
+    from toolswap.cleanup import (
+        ArtifactCleanupPolicy,
+        apply_cleanup_from_journal,
+        plan_cleanup_from_journal,
+    )
+    from toolswap.session import SessionPaths
+
+    paths = SessionPaths.at(session)
+    policy = ArtifactCleanupPolicy(orphan_ttl_seconds=0, dry_run=False)
+    plan = plan_cleanup_from_journal(paths, journal, policy=policy)
+    return apply_cleanup_from_journal(paths, plan, journal)
+
+
+def test_gc_keeps_the_artifact_a_conflict_names(session: pathlib.Path, owner: Any) -> None:
+    intended = make_artifact(session, b"one\n", 1)
+    shown = make_artifact(session, b"two\n", 2)
+    journal = ArtifactRetentionJournal(session)
+    journal.prepare(intended, "t1")
+    owner.publish("t1", shown)  # the owner shows t1 -> 002; the journal intended 001
+    assert journal.reconcile_reference("t1", owner).status is ReconcileStatus.PENDING_CONFLICT
+    _gc_now(session, journal)
+    results = session / "tool-results"
+    assert (results / "tool_result_001.txt").exists()
+    assert (results / "tool_result_002.txt").exists()
+
+
+def test_without_the_conflict_record_gc_deletes_what_the_owner_shows(
+    session: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The mutant the test above must catch: ``pending_conflict`` reported, nothing recorded."""
+    monkeypatch.setattr(
+        ArtifactRetentionJournal, "_record_conflict", lambda self, txn, observation, now: True
+    )
+    with pytest.raises(AssertionError):
+        test_gc_keeps_the_artifact_a_conflict_names(session, InMemoryOwner())
+    assert not (session / "tool-results" / "tool_result_002.txt").exists()
+
+
+def test_a_conflict_stops_protecting_once_the_lease_is_aborted(
+    session: pathlib.Path,
+) -> None:
+    owner = InMemoryOwner()
+    intended = make_artifact(session, b"one\n", 1)
+    shown = make_artifact(session, b"two\n", 2)
+    journal = ArtifactRetentionJournal(session)
+    journal.prepare(intended, "t1")
+    owner.publish("t1", shown)
+    journal.reconcile_reference("t1", owner)
+    owner.remove("t1")  # the operator fixed the owner: the reference is gone
+    assert journal.reconcile_reference("t1", owner).status is ReconcileStatus.ABORTED
+    assert journal.recover().conflict_claims() == []
+    _gc_now(session, journal)
+    assert not (session / "tool-results" / "tool_result_002.txt").exists()
+
+
+def test_a_foreign_observed_identity_is_recorded_and_protects_nothing(
+    session: pathlib.Path, tmp_path: pathlib.Path
+) -> None:
+    owner = InMemoryOwner()
+    intended = make_artifact(session, b"one\n", 1)
+    foreign = make_artifact(tmp_path / "other-session", b"two\n", 2)
+    journal = ArtifactRetentionJournal(session)
+    journal.prepare(intended, "t1")
+    owner.publish("t1", foreign)
+    report = journal.reconcile_reference("t1", owner)
+    assert report.status is ReconcileStatus.PENDING_CONFLICT
+    assert "nothing protected" in report.reason
+    recovery = journal.recover()
+    assert [c.source_id for c in recovery.conflicts["t1"]] == [foreign.source_id]
+    assert recovery.conflict_claims() == []
+    _gc_now(session, journal)  # a foreign id is never a path: the plan does not refuse
+    assert (session / "tool-results" / "tool_result_001.txt").exists()
 
 
 def test_row_unknown_stays_pending(session: pathlib.Path, owner: Any) -> None:

@@ -49,6 +49,11 @@ def test_reconciling_an_unknown_transaction_is_illegal(kind: K) -> None:
         reconcile.decide(L.NEW, kind)
 
 
+def test_only_a_conflict_journals_the_observed_identity() -> None:
+    recorded = {key for key, d in reconcile.RECONCILE_TABLE.items() if d.record_observed}
+    assert recorded == {(L.PREPARED, K.PUBLISHED_MISMATCH)}
+
+
 def test_the_table_has_exactly_the_rows_above() -> None:
     assert len(reconcile.RECONCILE_TABLE) == len(PREPARED_ROWS) + len(TERMINAL) * len(K)
 

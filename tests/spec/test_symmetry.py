@@ -21,6 +21,23 @@ from toolswap.spec.system import Bounds, Mistake, Model, SystemState
 
 BOUNDS = Bounds(artifacts=1, transactions=2)
 THREE = Bounds(artifacts=1, transactions=3, crashes=False, lost_acks=False, unknown=False)
+# A foreign publish names *another* artifact, so it needs two; t1 and t3 share one.
+FOREIGN = Bounds(
+    artifacts=2,
+    transactions=3,
+    crashes=False,
+    lost_acks=False,
+    unknown=False,
+    tamper=False,
+    foreign_publish=True,
+)
+
+
+def _bounds_for(name: str | None) -> Bounds:
+    """BOUNDS, or FOREIGN for a variant whose mistake needs a fault that needs two artifacts."""
+    if name is not None and variants.get(name).faults:
+        return FOREIGN
+    return BOUNDS
 
 
 def _reachable(model: Model, limit: int) -> list[SystemState]:
@@ -38,6 +55,16 @@ def _reachable(model: Model, limit: int) -> list[SystemState]:
 def sample() -> tuple[Model, list[SystemState]]:
     model = Model(THREE)
     return model, _reachable(model, 3000)
+
+
+@pytest.fixture(scope="module")
+def foreign_sample() -> tuple[Model, list[SystemState]]:
+    """States with foreign references, CONFLICT records and reported conflicts in them."""
+    model = Model(FOREIGN)
+    states = _reachable(model, 20000)
+    assert any(j.conflict >= 0 for s in states for j in s.journal)
+    assert any(o.reported >= 0 for s in states for o in s.owner)
+    return model, states
 
 
 def _merges_only_renamings(
@@ -96,6 +123,21 @@ def test_states_share_a_key_only_when_one_renames_the_other(
     _merges_only_renamings(model, states, Symmetry(model).key)
 
 
+def test_conflict_fields_move_with_their_transaction(
+    foreign_sample: tuple[Model, list[SystemState]],
+) -> None:
+    model, states = foreign_sample
+    sym = Symmetry(model)
+    assert sym.size == 2
+    interesting = [s for s in states if any(j.conflict >= 0 for j in s.journal)]
+    for s in interesting[::5]:
+        c = sym.canonical(s)
+        assert sym.canonical(c) == c
+        for p in sym.group():
+            assert sym.key(permute(s, p)) == sym.key(s)
+    _merges_only_renamings(model, interesting, sym.key)
+
+
 def test_a_key_that_forgets_the_publishers_is_caught(
     sample: tuple[Model, list[SystemState]],
 ) -> None:
@@ -130,7 +172,7 @@ def _summary(report: explorer.Report) -> tuple[object, ...]:
 
 @pytest.mark.parametrize("name", [None, *variants.names()])
 def test_reduced_and_unreduced_agree_on_verdict_and_trace_length(name: str | None) -> None:
-    model = Model(BOUNDS) if name is None else variants.get(name).model(BOUNDS)
+    model = Model(BOUNDS) if name is None else variants.get(name).model(_bounds_for(name))
     reduced = explorer.explore(model, symmetry=True)
     full = explorer.explore(model, symmetry=False)
     assert _summary(reduced) == _summary(full)
@@ -139,7 +181,7 @@ def test_reduced_and_unreduced_agree_on_verdict_and_trace_length(name: str | Non
 
 @pytest.mark.parametrize("name", variants.names())
 def test_a_reduced_trace_replays_in_the_unreduced_model(name: str) -> None:
-    model = variants.get(name).model(BOUNDS)
+    model = variants.get(name).model(_bounds_for(name))
     report = explorer.explore(model)
     assert report.violation is not None
     state = model.initial()

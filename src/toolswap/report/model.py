@@ -447,7 +447,7 @@ def bounds_dict(bounds: Any) -> dict[str, object]:
 def timeline(variant: Any, bounds: Any, report: Any) -> Timeline:
     """The timeline of ``variant``'s exploration ``report`` (from :func:`explorer.explore`)."""
     model = variant.model(bounds)
-    correct_model = system.Model(bounds=bounds)
+    correct_model = system.Model(bounds=variant.bounds(bounds))  # same faults, no mistake
     v = report.violation
     caught = v is not None and variant.expected in v.invariants
     trace = v.trace if v is not None else ()

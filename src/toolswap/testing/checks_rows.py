@@ -54,15 +54,22 @@ def _commits(bench: Bench) -> str:
 
 
 @check(
-    "ROW.published-other-identity-is-conflict",
-    "PUBLISHED with another identity: nothing appended, pending_conflict",
+    "ROW.published-other-identity-is-recorded-conflict",
+    "PUBLISHED with another identity: a CONFLICT record names what the owner shows, "
+    "pending_conflict",
 )
 def _conflict(bench: Bench) -> str:
     txn = _row(
         bench, lambda b, o, t: _ok(b.publish(o, t, b.second), "publish"), _S.PENDING_CONFLICT
     )
-    expect(_phase(bench, txn) is Phase.PREPARED, "the conflicting lease left PREPARED")
-    return "pending_conflict, the lease stays PREPARED"
+    recovery = bench.journal.recover()
+    expect(recovery.states[txn] is Phase.PREPARED, "the conflicting lease left PREPARED")
+    shown = {c.source_id for c in recovery.conflict_claims()}
+    expect(
+        bench.second.source_id in shown,
+        "the identity the owner shows was not journalled as protected (S1)",
+    )
+    return "pending_conflict, the lease stays PREPARED and the shown artifact is protected"
 
 
 @check(

@@ -37,6 +37,15 @@ __all__ = ["Check", "CheckFailed", "CheckSkipped", "CHECKS", "check", "checks_na
 _GROUP_ORDER = ("O1", "O2", "O3", "O4", "O5", "O6", "O7", "O8", "GEN", "ROW", "MODEL", "DEEP")
 _ID = re.compile(r"^(O[1-8]|GEN|ROW|MODEL|DEEP)\.[a-z0-9]+(-[a-z0-9]+)*$")
 
+#: Ids whose promise changed (rule 1): never registered again, so an old report
+#: line can never be read as the new promise.
+RETIRED_IDS: dict[str, str] = {
+    "ROW.published-other-identity-is-conflict": (
+        "said nothing is appended; a conflict is now journalled and protected "
+        "(ROW.published-other-identity-is-recorded-conflict)"
+    ),
+}
+
 
 class CheckFailed(AssertionError):
     """A promise was broken; the message says how (it never carries a secret)."""
@@ -71,6 +80,8 @@ def check(
     """Register ``function`` as the check ``check_id`` for the sentence ``promise``."""
     if not _ID.match(check_id):
         raise ValueError(f"malformed check id {check_id!r}")
+    if check_id in RETIRED_IDS:
+        raise ValueError(f"check id {check_id!r} is retired: {RETIRED_IDS[check_id]}")
     if any(c.id == check_id for c in CHECKS):
         raise ValueError(f"duplicate check id {check_id!r}")
 
