@@ -331,6 +331,105 @@ def parse_line(line: bytes, line_number: int) -> JournalRecord:
     the intent digest.  Chain, sequence, session and transitions need context and
     are checked by the fold in :mod:`toolswap.journal`.
     """
+    record = _parse_plain(line)
+    return record if record is not None else _parse_general(line, line_number)
+
+
+# -- the plain-line fast path ------------------------------------------------------
+#
+# A fresh open verifies every line, and json.loads plus the canonical re-encode
+# were most of that cost.  Almost every line we write is "plain": its strings
+# are printable ASCII without a quote or a backslash, so their JSON text *is*
+# their value, and the canonical layout is fixed.  One regular expression
+# proves such a line canonical and splits it; numbers are canonical when they
+# read back to the same text.  Anything else (an escape, a CONFLICT note, a
+# line that fails any check) returns None and takes _parse_general, which
+# stays the definition of a valid line and is the only one that raises.
+# Soundness rule: whatever this accepts, _parse_general accepts as the same
+# record (tests/core/test_journal_format.py checks it on generated and mutated
+# lines).
+
+_PLAIN = r"[ !#-\[\]-~]"  # printable ASCII but '"' and '\\': JSON text == value
+_HEX = r"[0-9a-f]{64}"
+_NUM = r"-?[0-9][0-9.eE+-]*"  # a candidate; _plain_number decides
+_PLAIN_LINE = re.compile(
+    rf'\{{"event_sha256":"({_HEX})","intent":(null|'
+    rf'\{{"content_sha256":"({_PLAIN}*)","reference_count":({_NUM}),'
+    rf'"retain_until":(null|{_NUM}),"source_id":"({_PLAIN}*)"\}}),'
+    rf'"intent_sha256":"({_HEX})","phase":"(PREPARED|COMMITTED|ABORTED|RELEASED)",'
+    rf'"previous_sha256":"({_HEX})","sequence":([1-9][0-9]*),"session_id":"({_PLAIN}+)",'
+    rf'"time":({_NUM}),"transaction_id":"({_PLAIN}{{1,{MAX_TRANSACTION_ID_LEN}}})",'
+    rf'"version":{FORMAT_VERSION}\}}'
+)
+_CANONICAL_INT = re.compile(r"0|-?[1-9][0-9]*")
+
+
+def _plain_number(text: str) -> int | float | None:
+    """The number whose canonical JSON text is ``text``, or None."""
+    try:
+        if _CANONICAL_INT.fullmatch(text):
+            return int(text)  # ValueError past Python's digit limit, as json.loads
+        value = float(text)
+    except ValueError:
+        return None
+    if math.isfinite(value) and float.__repr__(value) == text:
+        return value
+    return None
+
+
+def _parse_plain(line: bytes) -> JournalRecord | None:
+    """The record of a plain canonical line that verifies, or None (see above)."""
+    if not line.isascii():
+        return None
+    match = _PLAIN_LINE.fullmatch(line.decode("ascii"))
+    if match is None:
+        return None
+    (event, intent_text, digest, count_text, until_text, source_id) = match.group(1, 2, 3, 4, 5, 6)
+    (intent_sha, phase_text, previous, sequence_text, session_id) = match.group(7, 8, 9, 10, 11)
+    moment = _plain_number(match.group(12))
+    sequence = _plain_number(sequence_text)  # an int: the pattern has digits only
+    if moment is None or sequence is None:
+        return None
+    if sha256_hex(b"{" + line[_BODY_START:]) != event:
+        return None
+    phase = Phase(phase_text)
+    claim: ArtifactRetentionClaim | None = None
+    if (intent_text == "null") != (phase is not Phase.PREPARED):
+        return None
+    if phase is Phase.PREPARED:
+        count = _plain_number(count_text)
+        until = None if until_text == "null" else _plain_number(until_text)
+        if count is None or (until is None and until_text != "null"):
+            return None
+        start, end = match.span(2)
+        if sha256_hex(line[start:end]) != intent_sha:
+            return None
+        raw = {
+            "content_sha256": digest,
+            "reference_count": count,
+            "retain_until": until,
+            "source_id": source_id,
+        }
+        try:  # numbers and null only (the pattern), which a claim keeps as given
+            claim = ArtifactRetentionClaim.from_dict(raw)
+        except (UsageError, TypeError):
+            return None
+    return JournalRecord(
+        version=FORMAT_VERSION,
+        sequence=int(sequence),
+        previous_sha256=previous,
+        session_id=session_id,
+        transaction_id=match.group(13),
+        phase=phase,
+        time=moment,
+        intent=claim,
+        intent_sha256=intent_sha,
+        event_sha256=event,
+    )
+
+
+def _parse_general(line: bytes, line_number: int) -> JournalRecord:
+    """Every line's parser: json.loads, then each rule; raises JournalCorruptError."""
     # A canonical line is ASCII: decode it once and compare text with text.
     # Anything else takes json.loads' own path, so its errors stay the same.
     text = line.decode("ascii") if line.isascii() else None
