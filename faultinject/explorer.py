@@ -41,7 +41,14 @@ Checked after every crash state:
 * **S6** the journal opens after every crash (a verified prefix plus at most
   one torn tail); no artifact's bytes change; a new externalization never
   takes a name that existed durably before.
-* **S7** no seam operation touches a path outside the session directory.
+* **S7** no seam operation touches a path outside the session directory;
+  an entry of ``tool-results/`` that is not an artifact (``world.plant``: a
+  plain file, a directory, an artifact-like name with a bad suffix) is still
+  there with its bytes after every crash, recovery and cleanup.
+* **S1** (fail closed) a cleanup over a corrupt journal (``Scenario.journal_corrupt``)
+  refuses with a :class:`~toolswap.errors.CorruptStateError` and deletes
+  nothing; a file whose bytes disagree with a live claim's digest
+  (``world.tamper``) is kept with its bytes (``retained_corrupt``).
 * **L1** (reported apart, as progress) with a healed owner no lease stays
   pending, and GC leaves no unprotected artifact past its TTL.
 
@@ -65,7 +72,10 @@ session's objects and helpers that keep the bookkeeping the checks need::
 Use ``world.externalize()``, ``world.prepare(ref, txn)``, ``world.publish(ref,
 txn)``, ``world.remove(txn)``, ``world.gc()``, ``world.arm(fault)`` (an owner
 fault by its built-in name), ``world.hold(txn, claim)`` (the owner holds a
-reference published behind the journal's back), ``world.memory`` (transaction id ->
+reference published behind the journal's back), ``world.plant(name, data)`` (an
+entry in ``tool-results/`` that is not ours: bytes, or None for a directory),
+``world.tamper(name, data)`` (an artifact's bytes changed behind toolswap's
+back), ``world.memory`` (transaction id ->
 the :class:`ArtifactMemoryReference` the agent's Memory keeps; a scenario may
 tamper with it) and ``world.journal``/``world.ext``/``world.owner``/
 ``world.disk`` directly.  Errors listed in ``Scenario.expected_errors``, and
@@ -105,8 +115,10 @@ from toolswap.domain import (
     ArtifactMemoryReference,
     ArtifactReference,
     ArtifactRetentionClaim,
+    format_source_id,
     parse_source_id,
 )
+from toolswap.errors import CorruptStateError
 from toolswap.externalizer import ToolResultExternalizer
 from toolswap.journal import ArtifactRetentionJournal
 from toolswap.journal_format import Phase
@@ -224,6 +236,8 @@ class World:
         self.shown: dict[str, str] = {}  # txn -> artifact name the owner holds behind our back
         self.conflicts_reported: set[str] = set()  # txns reconcile reported pending_conflict
         self.memory: dict[str, ArtifactMemoryReference] = {}
+        self.foreign: dict[str, bytes | None] = {}  # path -> bytes (None: a directory), not ours
+        self.tampered: dict[str, bytes] = {}  # artifact name -> the bytes written over it
         self.violations: list[tuple[str, str]] = []
         self.outputs = 0
         self.ext = self.new_externalizer()
@@ -289,6 +303,29 @@ class World:
         claim = self.claim_for(ref)
         self.claims[txn] = claim
         self.journal.prepare(claim, txn)
+
+    def plant(self, name: str, data: bytes | None) -> None:
+        """An entry of ``tool-results/`` that is not ours (``data`` None: a directory).
+
+        Cleanup must never remove or change it (S7); checked after every crash state.
+        """
+        path = posixpath.join(RESULTS, name)
+        if data is None:
+            self.disk.makedirs(path)
+        else:
+            self.disk.makedirs(posixpath.dirname(path))
+            self.disk.put_file(path, data)
+        self.foreign[path] = data
+
+    def tamper(self, name: str, data: bytes) -> None:
+        """Overwrite artifact ``name`` behind toolswap's back (durably).
+
+        Its claims' digests now disagree with the file: cleanup must keep it,
+        bytes and all (fail closed), and the S1 digest checks expect ``data``.
+        """
+        self.disk.put_file(posixpath.join(RESULTS, name), data)
+        self.tampered[name] = data
+        self.expected[name] = data
 
     def gc(self) -> None:
         policy = ArtifactCleanupPolicy(orphan_ttl_seconds=TTL, max_deletions=100, dry_run=False)
@@ -379,6 +416,9 @@ class Scenario:
     run: Callable[[World], None]
     recovery_faults: tuple[OwnerFault, ...] = ()
     expect_pending: bool = False  # a lease may rightly stay pending (an owner conflict)
+    #: The setup corrupted a complete journal record: every cleanup, in the run and
+    #: in recovery, must refuse and delete nothing (fail closed); nothing else recovers.
+    journal_corrupt: bool = False
     expected_errors: tuple[type[BaseException], ...] = (
         ArtifactPublicationRejected,
         ConnectionError,
@@ -451,9 +491,73 @@ def _run_remove(fault: OwnerFault | None) -> Callable[[World], None]:
     return run
 
 
+#: Entries of tool-results/ that are not artifacts, each in its own way (S7: never removed).
+UNKNOWN_ENTRIES: tuple[tuple[str, bytes | None], ...] = (
+    ("scratch.txt", b"a plain file of someone else's\n"),
+    ("tool_result_007.txt.bak", b"an artifact-like name with a bad suffix\n"),
+    ("tool_result_42.txt", b"two digits: not an artifact name\n"),
+    ("drafts", None),
+    ("drafts/tool_result_001.txt", b"an artifact name, one level down\n"),
+)
+
+
+def _plant_unknown(world: World) -> None:
+    for name, data in UNKNOWN_ENTRIES:
+        world.plant(name, data)
+
+
+def _unknown_only(world: World) -> None:
+    """A ``tool-results/`` holding nothing of ours: the cheapest GC over unknown entries."""
+    _plant_unknown(world)
+
+
 def _gc_setup(world: World) -> None:
     world.externalize()  # 001: an orphan
     world.publish(world.externalize(), "t1")  # 002: referenced
+    _plant_unknown(world)  # old, unreferenced, and not ours: never deleted
+
+
+def _corrupt_journal_setup(world: World) -> None:
+    """The GC setup, then one hex digit of the first record's hash flipped (a complete line).
+
+    The line still parses as JSON (so the S1 check at each unlink still sees
+    t1's lease), but its hash no longer matches: the journal is corrupt.
+    """
+    _gc_setup(world)
+    data = world.disk.read_file(JOURNAL)
+    at = data.index(b'"event_sha256":"') + len(b'"event_sha256":"')
+    flipped = b"1" if data[at : at + 1] == b"0" else b"0"
+    world.disk.put_file(JOURNAL, data[:at] + flipped + data[at + 1 :])
+
+
+def _run_gc_expecting_refusal(world: World) -> None:
+    try:
+        world.gc()
+    except CorruptStateError:
+        return  # fail closed: the journal cannot say what is protected
+    world.violations.append(("S1.fail_closed", "GC ran over a corrupt journal, no refusal"))
+
+
+def _digest_conflict_setup(world: World) -> None:
+    """Claims whose digests disagree with their files; both files must stay.
+
+    002 is an old orphan of its own, but the owner holds t2 -- PREPARED for
+    001 -- with a claim naming 002 under another digest (a conflicting claim,
+    journalled as CONFLICT by a reconciliation here, so that the crashed run
+    is the GC alone).  001 is published as t1, then its bytes are changed
+    behind toolswap's back (a tampered artifact: the digests of t1 and of
+    t2's intent no longer match).  Both are ``retained_corrupt``.
+    """
+    first = world.externalize()  # 001
+    world.publish(first, "t1")
+    orphan = world.externalize()  # 002
+    world.prepare(first, "t2")
+    other = _sha(b"not the bytes of tool_result_002.txt")
+    name = posixpath.basename(orphan.path)
+    source = format_source_id(posixpath.basename(SESSION), name, other)
+    world.hold("t2", ArtifactRetentionClaim(source_id=source, content_sha256=other))
+    world.reconcile()  # pending_conflict: the owner shows 002 under t2 (S1 at every unlink)
+    world.tamper("tool_result_001.txt", b"tampered after it was externalized\n" * 30)
 
 
 def _run_gc(concurrent_prepare: bool) -> Callable[[World], None]:
@@ -569,6 +673,19 @@ STANDARD_SCENARIOS: tuple[Scenario, ...] = (
     Scenario(name="gc_concurrent_prepare", setup=_gc_setup, run=_run_gc(True)),
     Scenario(name="gc_hostile_entries", setup=_hostile_setup, run=_run_gc(False)),
     Scenario(name="gc_after_release", setup=_released_setup, run=_run_gc(False)),
+    Scenario(name="gc_unknown_entries", setup=_unknown_only, run=_run_gc(False)),
+    Scenario(
+        name="gc_corrupt_journal",
+        setup=_corrupt_journal_setup,
+        run=_run_gc_expecting_refusal,
+        journal_corrupt=True,
+    ),
+    Scenario(
+        name="gc_digest_conflict",
+        setup=_digest_conflict_setup,
+        run=_run_gc(False),
+        expect_pending=True,
+    ),
     Scenario(
         name="append_after_torn_tail",
         setup=_torn_journal_setup,
@@ -813,6 +930,9 @@ def _recover_and_check(
         ok = _recover(world, scenario, found, late_delivery=False)
     disk.disarm()  # an arm past the end of recovery must not fire in the checks
     world.recovery_ops = disk.io_count - start
+    found.extend(_unknown_entries_kept(world))
+    if scenario.journal_corrupt:
+        found.extend(_fail_closed(world, before))
     if not ok:
         return _finish(found + world.s2_violations() + world.violations, progress)
     recovery = world.journal.recover()
@@ -833,6 +953,14 @@ def _recover_and_check(
             continue  # a tombstone refuses a late write (O3); a visible one is counted above
         must_exist[txn] = claim.source_id
     for txn in recovery.pending_transaction_ids:
+        shown = visible.get(txn)
+        if shown is not None and shown[0] != recovery.transactions[txn].source_id:
+            # a conflict: the owner shows another file than the intent; both must exist
+            held = parse_source_id(shown[0]).filename
+            if held not in after:
+                found.append(
+                    ("S1", f"{held} deleted while the owner shows {txn}'s reference to it")
+                )
         must_exist[txn] = recovery.transactions[txn].source_id
     for txn, source in sorted(must_exist.items()):
         held = parse_source_id(source).filename
@@ -840,6 +968,9 @@ def _recover_and_check(
         intent = recovery.transactions.get(txn) or world.claims.get(txn)
         if content is None:
             found.append(("S1", f"{held} deleted while {txn} may reference it"))
+        elif held in world.tampered:  # the scenario changed it: kept as it was (fail closed)
+            if content != world.tampered[held]:
+                found.append(("S1", f"tampered {held} changed while {txn} references it"))
         elif intent is not None and _sha(content) != intent.content_sha256:
             found.append(("S1", f"{held} changed while {txn} references it"))
     # S3 and S4
@@ -906,6 +1037,9 @@ def _recover(
     """
     owner = world.owner  # the watched handle: faults by name, rejections recorded
     world.ext = world.new_externalizer()
+    if scenario.journal_corrupt:
+        _recover_refusing(world, found)
+        return False  # a corrupt journal stops recovery by design: nothing else to check
     try:
         world.journal = world.new_journal()
         world.journal.recover()
@@ -931,6 +1065,42 @@ def _recover(
         found.append(("L1", f"recovery failed: {type(exc).__name__}: {exc}"))
         return False
     return True
+
+
+def _recover_refusing(world: World, found: list[tuple[str, str]]) -> None:
+    """Recovery over a corrupt journal: GC must refuse (fail closed, S1)."""
+    try:
+        world.journal = world.new_journal()
+        world.gc()
+    except CorruptStateError:
+        return
+    found.append(("S1.fail_closed", "GC ran over a corrupt journal in recovery, no refusal"))
+
+
+def _fail_closed(world: World, before: dict[str, bytes]) -> list[tuple[str, str]]:
+    """S1 (fail closed): over a corrupt journal no artifact was unlinked or changed."""
+    found: list[tuple[str, str]] = []
+    for op, path in world.disk.io_log or []:
+        if op == "unlink" and posixpath.dirname(posixpath.normpath(path)) == RESULTS:
+            found.append(("S1.fail_closed", f"{path} unlinked over a corrupt journal"))
+    after = _tool_results(world.disk)
+    for name, data in sorted(before.items()):
+        if after.get(name) != data:
+            found.append(("S1.fail_closed", f"{name} deleted or changed over a corrupt journal"))
+    return found
+
+
+def _unknown_entries_kept(world: World) -> list[tuple[str, str]]:
+    """S7: every planted entry that is not ours is still there, bytes (or directory) intact."""
+    if not world.foreign:
+        return []
+    now = world.disk.snapshot()
+    missing = object()
+    return [
+        ("S7", f"{posixpath.relpath(path, RESULTS)} is not ours, yet was deleted or changed")
+        for path, data in sorted(world.foreign.items())
+        if now.get(path, missing) != data
+    ]
 
 
 def _externalize_once(world: World, found: list[tuple[str, str]]) -> str | None:

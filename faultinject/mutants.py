@@ -16,7 +16,8 @@ code as it evolves.  Three replace a whole method with the mistaken version of
 it (``remove_reference``, the artifact name reservation, the journal reader);
 if the production signature changes, :func:`_swap` or the explorer's
 ``run_error`` says so, and a mutant killed only by ``run_error`` does not count
-(:attr:`MutantResult.killed` wants the expected invariant).
+(:attr:`MutantResult.killed` wants the expected invariant).  A mistake that
+lives in two places (a plan and its apply) swaps both at once (:func:`_swaps`).
 
 :func:`kill_matrix` runs the unmutated code and then every mutant over its
 scenarios in the :class:`~toolswap.faultinject.explorer.CrashExplorer` and
@@ -24,25 +25,36 @@ reports, per mutant, which invariants fired and the first violation.
 
 The mutants
 -----------
-=========================  ==========================================  =====
-name                       seed mistake                                 catch
-=========================  ==========================================  =====
-``publish_before_fsync``   PREPARED is written but not fsynced before   S2
-                           the owner makes the reference visible
-``release_before_remove``  RELEASED is appended before the owner        S4
-                           removes the reference
-``abort_without_tombstone`` ABORTED on an unsealed absence, no          S3
-                           tombstone written first
-``skip_revalidation``      GC apply deletes what the plan listed, with   S1
-                           no re-check of claims, snapshot or digest
-``trust_memory_path``      GC deletes the ``artifact_path`` a Memory     S7
-                           record of a released reference names
-``counter_overwrites``     the name counter restarts at 001 in every     S6
-                           new externalizer and overwrites the file
-``splitlines_journal``     recovery splits the journal with              S6
-                           ``str.splitlines`` (a torn tail becomes a
-                           "line"; U+2028, U+0085, ``\\r`` ... would split)
-=========================  ==========================================  =====
+==============================  ================================================  =====
+name                            seed mistake                                      catch
+==============================  ================================================  =====
+``publish_before_fsync``        PREPARED is written but not fsynced before        S2
+                                the owner makes the reference visible
+``release_before_remove``       RELEASED is appended before the owner             S4
+                                removes the reference
+``abort_without_tombstone``     ABORTED on an unsealed absence, no                S3
+                                tombstone written first
+``skip_revalidation``           GC apply deletes what the plan listed, with       S1
+                                no re-check of claims, snapshot or digest
+``trust_memory_path``           GC deletes the ``artifact_path`` a Memory         S7
+                                record of a released reference names
+``counter_overwrites``          the name counter restarts at 001 in every         S6
+                                new externalizer and overwrites the file
+``splitlines_journal``          recovery splits the journal with                  S6
+                                ``str.splitlines`` (a torn tail becomes a
+                                "line"; U+2028, U+0085, ``\\r`` ... would split)
+``gc_ignores_corrupt_journal``  cleanup reads a corrupt lease journal as          S1
+                                one with no leases instead of refusing
+``gc_ignores_digest_conflict``  a claim whose digest disagrees with the           S1
+                                file does not protect it (a tampered
+                                artifact, a conflicting claim)
+``gc_skips_name_denial``        the plan does not deny non-artifact names;        L1
+                                SessionPaths still refuses them, so every
+                                cleanup fails while a stray file exists
+``unanchored_artifact_name``    the artifact-name pattern matches a prefix:       S7
+                                ``tool_result_007.txt.bak`` counts as ours
+                                and is deleted
+==============================  ================================================  =====
 """
 
 from __future__ import annotations
@@ -50,6 +62,7 @@ from __future__ import annotations
 import contextlib
 import os
 import posixpath
+import re
 import threading
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -57,7 +70,7 @@ from typing import Any
 
 import attrs
 
-from toolswap import cleanup
+from toolswap import cleanup, domain
 from toolswap.domain import ArtifactMemoryReference, artifact_filename
 from toolswap.externalizer import ToolResultExternalizer
 from toolswap.fs import REAL_FS, FileSystem
@@ -92,6 +105,19 @@ def _swap(owner: Any, name: str, replacement: object) -> Iterator[None]:
         yield
     finally:
         setattr(owner, name, original)
+
+
+@contextlib.contextmanager
+def _swaps(*swaps: tuple[Any, str, object]) -> Iterator[None]:
+    """Several :func:`_swap` at once, for a mistake made in more than one place.
+
+    Entered only when the mutant is, and undone in reverse order (even when a
+    later target is gone and its swap raises).
+    """
+    with contextlib.ExitStack() as stack:
+        for owner, name, replacement in swaps:
+            stack.enter_context(_swap(owner, name, replacement))
+        yield
 
 
 @attrs.frozen(kw_only=True)
@@ -338,6 +364,102 @@ def _splitlines_journal() -> contextlib.AbstractContextManager[None]:
     return _swap(ArtifactRetentionJournal, "_read_from", _read_from)
 
 
+# -- cleanup over a corrupt journal -------------------------------------------------------
+
+
+def _gc_ignores_corrupt_journal() -> contextlib.AbstractContextManager[None]:
+    plan_original = vars(cleanup)["plan_cleanup_from_journal"]
+    apply_original = vars(cleanup)["apply_cleanup_from_journal"]
+    no_claims = cleanup._ClaimIndex(by_name={})
+
+    def plan_cleanup_from_journal(
+        paths: Any,
+        journal: ArtifactRetentionJournal,
+        *,
+        policy: Any,
+        fs: FileSystem = REAL_FS,
+        now: float | None = None,
+        progress: Any = None,
+    ) -> Any:
+        try:
+            return plan_original(paths, journal, policy=policy, fs=fs, now=now, progress=progress)
+        except cleanup.CleanupRefused:  # the mistake: an unreadable journal holds no leases
+            assert now is not None  # the explorer always passes it
+            return cleanup._plan(paths, no_claims, policy, fs, now, progress, journal_aware=True)
+
+    def apply_cleanup_from_journal(
+        paths: Any,
+        plan: Any,
+        journal: ArtifactRetentionJournal,
+        *,
+        fs: FileSystem = REAL_FS,
+        now: float | None = None,
+    ) -> Any:
+        try:
+            return apply_original(paths, plan, journal, fs=fs, now=now)
+        except cleanup.CleanupRefused:  # ... and so protects nothing at apply either
+            assert now is not None
+            with paths.session_lock(fs):
+                return cleanup._apply_locked(paths, plan, no_claims, fs, now)
+
+    return _swaps(
+        (cleanup, "plan_cleanup_from_journal", plan_cleanup_from_journal),
+        (cleanup, "apply_cleanup_from_journal", apply_cleanup_from_journal),
+    )
+
+
+# -- a digest conflict does not protect ----------------------------------------------------
+
+
+def _gc_ignores_digest_conflict() -> contextlib.AbstractContextManager[None]:
+    verdict_original = vars(cleanup)["_claim_verdict"]
+    revalidate_original: Callable[..., tuple[str, str]] = vars(cleanup)["_revalidate_and_delete"]
+
+    def _claim_verdict(digests: Any, sha256: str) -> Any:
+        # the mistake: only a claim on these very bytes counts; another digest is
+        # "some other file", so a tampered or conflicting claim protects nothing
+        matching = {d: n for d, n in (digests or {}).items() if d == sha256}
+        return verdict_original(matching, sha256)
+
+    def _revalidate_and_delete(paths: Any, entry: Any, index: Any, *rest: Any) -> tuple[str, str]:
+        digests = index.by_name.get(entry.name) or {}
+        kept = {d: n for d, n in digests.items() if d == entry.sha256}  # the same mistake
+        by_name = {**index.by_name, entry.name: kept}
+        return revalidate_original(paths, entry, cleanup._ClaimIndex(by_name=by_name), *rest)
+
+    return _swaps(
+        (cleanup, "_claim_verdict", _claim_verdict),
+        (cleanup, "_revalidate_and_delete", _revalidate_and_delete),
+    )
+
+
+# -- unknown names in tool-results/ --------------------------------------------------------
+
+
+def _gc_skips_name_denial() -> contextlib.AbstractContextManager[None]:
+    original: Callable[[str, Any], str | None] = vars(cleanup)["_denial"]
+
+    def _denial(name: str, facts: Any) -> str | None:
+        # the mistake: only the entry's type is judged, as if every name were an artifact's
+        return original(artifact_filename(1), facts)
+
+    return _swap(cleanup, "_denial", _denial)
+
+
+class _PrefixPattern:
+    """The artifact-name pattern with ``fullmatch`` done by ``match`` (no end anchor)."""
+
+    def __init__(self, pattern: re.Pattern[str]) -> None:
+        self._pattern = pattern
+
+    def fullmatch(self, text: str) -> re.Match[str] | None:
+        return self._pattern.match(text)  # the mistake: a prefix is enough
+
+
+def _unanchored_artifact_name() -> contextlib.AbstractContextManager[None]:
+    return _swap(domain, "_FILENAME_RE", _PrefixPattern(vars(domain)["_FILENAME_RE"]))
+
+
 MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         name="publish_before_fsync",
@@ -400,6 +522,38 @@ MUTANTS: tuple[Mutant, ...] = (
         target="toolswap.journal.ArtifactRetentionJournal._read_from",
         scenarios=("publish_ok", "append_after_torn_tail"),
         install=_splitlines_journal,
+    ),
+    Mutant(
+        name="gc_ignores_corrupt_journal",
+        mistake="cleanup reads a corrupt lease journal as one with no leases",
+        invariant="S1",
+        target="toolswap.cleanup.plan_cleanup_from_journal",
+        scenarios=("gc_corrupt_journal",),
+        install=_gc_ignores_corrupt_journal,
+    ),
+    Mutant(
+        name="gc_ignores_digest_conflict",
+        mistake="a claim whose digest disagrees with the file does not protect it",
+        invariant="S1",
+        target="toolswap.cleanup._claim_verdict",
+        scenarios=("gc_digest_conflict",),
+        install=_gc_ignores_digest_conflict,
+    ),
+    Mutant(
+        name="gc_skips_name_denial",
+        mistake="the cleanup plan does not deny names that are not tool_result_NNN.txt",
+        invariant="L1",
+        target="toolswap.cleanup._denial",
+        scenarios=("gc_unknown_entries",),
+        install=_gc_skips_name_denial,
+    ),
+    Mutant(
+        name="unanchored_artifact_name",
+        mistake="the artifact-name pattern matches a prefix (tool_result_007.txt.bak)",
+        invariant="S7",
+        target="toolswap.domain._FILENAME_RE",
+        scenarios=("gc_unknown_entries",),
+        install=_unanchored_artifact_name,
     ),
 )
 """Every implementation mutant; each must be killed by its invariant."""

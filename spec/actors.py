@@ -64,6 +64,8 @@ __all__ = [
     "MACHINES",
     "RELEASE_FIRST_REMOVER_MACHINE",
     "EARLY_ABORT_RECONCILER_MACHINE",
+    "ERROR_ABORTS_PUBLISHER_MACHINE",
+    "REPLAYING_PUBLISHER_MACHINE",
 ]
 
 S = TypeVar("S", bound=enum.Enum)
@@ -106,6 +108,7 @@ class PublisherPc(enum.Enum):
     SENT = "sent"
     ACKED = "acked"
     DONE = "done"
+    FAILED = "failed"  # only the uncertain-error-is-rejection mistake gets here
 
 
 class PublisherEvent(enum.Enum):
@@ -115,6 +118,8 @@ class PublisherEvent(enum.Enum):
     ACK = "ack"
     ERROR = "error"
     COMMIT = "commit"
+    ABORT_ON_ERROR = "abort_on_error"  # mistake only
+    REPLAY = "replay"  # mistake only
 
 
 class RemoverPc(enum.Enum):
@@ -229,7 +234,7 @@ GC_MACHINE: Machine[GcPc, GcEvent] = Machine(
     MappingProxyType({(_G.IDLE, _GE.PLAN): _G.PLANNED, (_G.PLANNED, _GE.APPLY): _G.IDLE}),
 )
 
-# --- the two machines that only mistake variants use (see :mod:`variants`) ---
+# --- the machines that only mistake variants use (see :mod:`variants`) ---
 
 #: Remover that appends RELEASED before the owner removed the reference (breaks S4).
 RELEASE_FIRST_REMOVER_MACHINE: Machine[RemoverPc, RemoverEvent] = Machine(
@@ -253,6 +258,28 @@ EARLY_ABORT_RECONCILER_MACHINE: Machine[ReconcilerPc, ReconcilerEvent] = Machine
             (_C.SEALING, _CE.APPEND_ABORTED): _C.IDLE,
         }
     ),
+)
+
+#: Publisher whose ``except`` clause appends ABORTED on any error, an uncertain one
+#: included (a lost ack, a dropped request): breaks S3.
+ERROR_ABORTS_PUBLISHER_MACHINE: Machine[PublisherPc, PublisherEvent] = Machine(
+    "publisher (mistake: an error is a rejection)",
+    _P.IDLE,
+    MappingProxyType(
+        {
+            **{k: v for k, v in PUBLISHER_MACHINE.table.items() if k != (_P.SENT, _PE.ERROR)},
+            (_P.SENT, _PE.ERROR): _P.FAILED,
+            (_P.FAILED, _PE.ABORT_ON_ERROR): _P.DONE,
+        }
+    ),
+)
+
+#: Publisher that, restarted, sends a transaction id it already used without reading
+#: the journal (the correct one only starts from a NEW transaction): breaks S1.
+REPLAYING_PUBLISHER_MACHINE: Machine[PublisherPc, PublisherEvent] = Machine(
+    "publisher (mistake: replay a transaction id)",
+    _P.IDLE,
+    MappingProxyType({**PUBLISHER_MACHINE.table, (_P.IDLE, _PE.REPLAY): _P.SENT}),
 )
 
 #: Every actor machine, in the order SPEC.md draws them.

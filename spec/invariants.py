@@ -11,7 +11,10 @@ docs: S1 ... S7 and L1.
   names (present when it was reported) is never deleted while the owner still
   shows that reference (the operator was told the reference is there, so it
   must still work; one deleted before anyone could know was lost to the other
-  writer, not to a rule of ours).
+  writer, not to a rule of ours).  A COMMITTED lease past its
+  ``retain_until`` is outside S1: the caller bounded how long its reference
+  needs the artifact, and cleanup may delete it from then on.  A PREPARED
+  lease has no such way out: it protects whatever its expiry.
 * **S2 prepare before publish**: the owner holds a reference only if that
   transaction's PREPARED record is durable.
 * **S3 tombstone before abort**: an ABORTED record exists only if the owner's
@@ -78,6 +81,9 @@ def s1_no_dangling_reference(model: Model, s: SystemState) -> str | None:
     for t in range(len(s.journal)):
         a = model.artifact_of(t)
         if s.files[a].status is not FileStatus.DELETED:
+            continue
+        txn = s.journal[t]
+        if txn.expired and txn.state is LeaseState.COMMITTED:  # retention the caller bounded
             continue
         o = s.owner[t]
         if o.record.state is OwnerState.PUBLISHED and o.names < 0:  # names < 0: names ``a``

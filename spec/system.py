@@ -25,7 +25,8 @@ ghosts         rejected-before-write flags, "touched  --
 Actors and their steps (each step is atomic; any interleaving is allowed):
 
 * externalizer: write a new artifact (exclusive create), fsync it;
-* clock: an artifact ages past the orphan TTL;
+* clock: an artifact ages past the orphan TTL; (``Bounds.lease_expiry``) now
+  passes a PREPARED or COMMITTED lease's ``retain_until``;
 * publisher (per transaction): PREPARED (append), journal fsync, send the
   publish request once PREPARED is durable, commit on ack, abort on an explicit
   rejection before any write;
@@ -56,11 +57,13 @@ decision delegates to the tables of :mod:`lease`, :mod:`owner`,
 together and says what is durable.  A *mistake* (:class:`Mistake`) switches one
 protocol rule off, so :mod:`variants` can show what each rule buys.
 
-Abstractions, on purpose: one reconciler; claims carry no ``retain_until``
-(a COMMITTED lease holds until RELEASED); time is one "past the TTL" flag per
-artifact; digests are small integers (content version, +100 when altered
-externally); the correct externalizer writes only names that never existed
-(exclusive create never reuses a name); one CONFLICT identity per transaction
+Abstractions, on purpose: one reconciler; a lease's ``retain_until`` is one
+"now is past it" flag per transaction (``JournalTxn.expired``), set only under
+``Bounds.lease_expiry`` (otherwise a COMMITTED lease holds until RELEASED);
+time is one "past the TTL" flag per artifact; digests are small integers
+(content version, +100 when altered externally); the correct externalizer
+writes only names that never existed (exclusive create never reuses a name);
+one CONFLICT identity per transaction
 (while a lease is PREPARED the owner's record cannot leave PUBLISHED: only a
 removal does that, and the remover acts on COMMITTED leases), so a later
 CONFLICT record replaces the earlier one; nobody fixes the owner after a
@@ -71,7 +74,8 @@ a reported conflict to be resolved.
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from types import MappingProxyType
 from typing import Any
 
 import attrs
@@ -79,12 +83,14 @@ import attrs
 from . import cleanup, lease, owner
 from .actors import (
     EARLY_ABORT_RECONCILER_MACHINE,
+    ERROR_ABORTS_PUBLISHER_MACHINE,
     FILE_MACHINE,
     GC_MACHINE,
     PUBLISHER_MACHINE,
     RECONCILER_MACHINE,
     RELEASE_FIRST_REMOVER_MACHINE,
     REMOVER_MACHINE,
+    REPLAYING_PUBLISHER_MACHINE,
     FileEvent,
     FileStatus,
     GcEvent,
@@ -142,6 +148,11 @@ class Mistake(enum.Enum):
     CONFLICT_LEAVES_OBSERVED_UNPROTECTED = (
         "pending_conflict reported without journalling the observed identity"
     )
+    PREPARED_LEASE_EXPIRES = "GC honours retain_until on a PREPARED lease"
+    UNCERTAIN_ERROR_IS_REJECTION = (
+        "an uncertain publish error (timeout, lost connection) handled as a rejection"
+    )
+    REPLAYED_TRANSACTION_ID = "the publisher is called again for a transaction id it already used"
 
 
 @attrs.frozen
@@ -160,6 +171,8 @@ class Bounds:
     #: another writer publishes a transaction's id naming another artifact
     #: (off by default: the default exploration and its state count predate it)
     foreign_publish: bool = False
+    #: the clock passes a lease's ``retain_until`` (off by default, like ``foreign_publish``)
+    lease_expiry: bool = False
 
     def __attrs_post_init__(self) -> None:
         if not 1 <= self.artifacts <= 4:
@@ -238,6 +251,8 @@ class JournalTxn:
 
     ``conflict`` is the artifact slot a CONFLICT record names (-1: none), with
     the observed digest; ``conflict_volatile``: that record is not yet fsynced.
+    ``expired``: now is past the ``retain_until`` the PREPARED record carries
+    (time, not a record: a crash keeps it while the PREPARED record survives).
     """
 
     durable: tuple[LeaseState, ...] = ()
@@ -246,6 +261,7 @@ class JournalTxn:
     conflict: int = -1
     conflict_digest: int = 0
     conflict_volatile: bool = False
+    expired: bool = False
 
     @property
     def unsynced(self) -> bool:
@@ -350,6 +366,7 @@ class StepKind(enum.Enum):
     OVERWRITE = "externalizer's counter points at {a} again and overwrites it"
     FSYNC_ARTIFACT = "externalizer fsyncs {a} and returns its pointer"
     TICK = "clock: {a} is now older than the orphan TTL"
+    EXPIRE = "clock: now is past the retain_until of {t}'s lease ({note})"
     TAMPER = "fault: someone outside toolswap alters the bytes of {a}"
     PREPARE = "publisher {t} appends PREPARED for {a} (not yet fsynced)"
     JOURNAL_FSYNC = "journal fsync: appended records are durable"
@@ -362,6 +379,11 @@ class StepKind(enum.Enum):
     REFUSE = "owner refuses {t}'s publish: a tombstone exists"
     DROP = "fault: {t}'s publish request is lost in the network (caller sees an error)"
     COMMIT = "publisher {t} appends COMMITTED{note}"
+    ABORT_ON_ERROR = "publisher {t} handles the error as a rejection and appends ABORTED{note}"
+    REPLAY = (
+        "publisher {t} is called again after the restart and, without reading the journal, "
+        "sends {t}'s publish request (the lease is {note})"
+    )
     REMOVE_ACK = "remover: owner removes {t}'s reference{note}"
     REMOVE_LOST_ACK = "remover: owner removes {t}'s reference, but the ack is lost"
     RELEASE = "remover appends RELEASED for {t}"
@@ -402,12 +424,14 @@ PROGRESS_STEPS: frozenset[StepKind] = frozenset(
     {
         StepKind.FSYNC_ARTIFACT,
         StepKind.TICK,
+        StepKind.EXPIRE,
         StepKind.JOURNAL_FSYNC,
         StepKind.SEND,
         StepKind.REJECT,
         StepKind.APPLY_ACK,
         StepKind.REFUSE,
         StepKind.COMMIT,
+        StepKind.ABORT_ON_ERROR,
         StepKind.RELEASE,
         StepKind.REMOVE_AFTER,
         StepKind.OBSERVE,
@@ -509,13 +533,32 @@ def _append(txn: JournalTxn, phase: LeaseState) -> JournalTxn:
         txn.conflict,
         txn.conflict_digest,
         txn.conflict_volatile,
+        txn.expired,
     )
 
 
 def _fsynced(txn: JournalTxn) -> JournalTxn:
     if not txn.unsynced:
         return txn
-    return JournalTxn(txn.records, (), txn.intent, txn.conflict, txn.conflict_digest, False)
+    return JournalTxn(
+        txn.records, (), txn.intent, txn.conflict, txn.conflict_digest, False, txn.expired
+    )
+
+
+#: (an error is a rejection, replay an id) -> the publisher machine; both mistakes at once
+#: get both additions (the rejection's ``SENT --error--> FAILED`` wins over ``DONE``).
+_PUBLISHER_MACHINES: Mapping[tuple[bool, bool], Machine[PublisherPc, PublisherEvent]] = {
+    (False, False): PUBLISHER_MACHINE,
+    (True, False): ERROR_ABORTS_PUBLISHER_MACHINE,
+    (False, True): REPLAYING_PUBLISHER_MACHINE,
+    (True, True): Machine(
+        "publisher (mistakes: an error is a rejection, replay a transaction id)",
+        PUBLISHER_MACHINE.initial,
+        MappingProxyType(
+            {**REPLAYING_PUBLISHER_MACHINE.table, **ERROR_ABORTS_PUBLISHER_MACHINE.table}
+        ),
+    ),
+}
 
 
 @attrs.frozen
@@ -548,14 +591,25 @@ class Model:
 
     # ------------------------------------------------------------- helpers
     def claims_for(self, state: SystemState, slot: int) -> tuple[cleanup.Claim, ...]:
-        """Active claims on ``slot`` as the journal file shows them now."""
+        """Claims on ``slot`` as the journal file shows them now (cleanup decides which are active).
+
+        A lease's intent carries its ``retain_until`` (passed once ``expired``,
+        ``NOW`` is not before it); a PREPARED lease's claim is pending, which
+        :func:`cleanup.claim_is_active` keeps whatever its expiry.
+        """
         claims = []
+        honour_expiry = Mistake.PREPARED_LEASE_EXPIRES in self.mistakes
         for t, txn in enumerate(state.journal):
             if not lease.protects(txn.state):
                 continue
             pending = lease.is_pending(txn.state)
             if self.artifact_of(t) == slot:
-                claims.append(cleanup.Claim(digest=txn.intent, pending=pending))
+                until = NOW if txn.expired else None
+                claims.append(
+                    cleanup.Claim(
+                        digest=txn.intent, pending=pending and not honour_expiry, retain_until=until
+                    )
+                )
             if txn.conflict == slot:  # an observed identity protects like the intent
                 claims.append(cleanup.Claim(digest=txn.conflict_digest, pending=pending))
         return tuple(claims)
@@ -584,7 +638,7 @@ class Model:
         return _evolve(s, files=_put(s.files, a, slot))
 
     def _with_pub(self, s: SystemState, t: int, event: PublisherEvent) -> SystemState:
-        pc = PUBLISHER_MACHINE.step(s.publishers[t], event)
+        pc = self.publisher_machine.step(s.publishers[t], event)
         return _evolve(s, publishers=_put(s.publishers, t, pc))
 
     def _with_rem(self, s: SystemState, t: int, event: RemoverEvent) -> SystemState:
@@ -598,6 +652,12 @@ class Model:
         if pc is ReconcilerPc.IDLE:
             txn, generation = -1, 0
         return _evolve(s, reconciler=Reconciler(pc, txn, generation))
+
+    @property
+    def publisher_machine(self) -> Machine[PublisherPc, PublisherEvent]:
+        m = self.mistakes
+        key = (Mistake.UNCERTAIN_ERROR_IS_REJECTION in m, Mistake.REPLAYED_TRANSACTION_ID in m)
+        return _PUBLISHER_MACHINES[key]
 
     @property
     def remover_machine(self) -> Machine[RemoverPc, RemoverEvent]:
@@ -621,6 +681,8 @@ class Model:
         """
         locked = any(txn.unsynced for txn in s.journal)
         yield from self._externalizer(s)
+        if self.bounds.lease_expiry:
+            yield from self._clock(s)
         yield from self._publishers(s, locked)
         yield from self._owner_network(s)
         if not locked:
@@ -656,6 +718,14 @@ class Model:
             if f.status is FileStatus.PRESENT and not f.old:
                 yield Step(StepKind.TICK, slot=a), self._with_file(s, a, _file(f, old=True))
 
+    def _clock(self, s: SystemState) -> Iterator[tuple[Step, SystemState]]:
+        """Now passes a protecting lease's ``retain_until`` (``Bounds.lease_expiry``)."""
+        for t, txn in enumerate(s.journal):
+            if not txn.expired and lease.protects(txn.state):
+                txn2 = attrs.evolve(txn, expired=True)
+                note = f"the lease is {txn.state.value}"
+                yield Step(StepKind.EXPIRE, txn=t, note=note), self._with_journal(s, t, txn2)
+
     def _publishers(self, s: SystemState, locked: bool) -> Iterator[tuple[Step, SystemState]]:
         early = Mistake.PUBLISH_BEFORE_PREPARED_DURABLE in self.mistakes
         for t, pc in enumerate(s.publishers):
@@ -664,7 +734,18 @@ class Model:
             txn = s.journal[t]
             a = self.artifact_of(t)
             f = s.files[a]
-            if pc is PublisherPc.IDLE and txn.state is LeaseState.NEW:
+            if (
+                pc is PublisherPc.IDLE
+                and txn.state is not LeaseState.NEW
+                and Mistake.REPLAYED_TRANSACTION_ID in self.mistakes
+            ):
+                # idle with a lease on record: a crash restarted it; the id is sent again
+                s2 = self._with_owner(s, t, _owner(s.owner[t], inflight=txn.intent))
+                yield (
+                    Step(StepKind.REPLAY, txn=t, note=txn.state.value),
+                    self._with_pub(s2, t, PublisherEvent.REPLAY),
+                )
+            elif pc is PublisherPc.IDLE and txn.state is LeaseState.NEW:
                 # under the session lock: the artifact exists, is ours, digest matches
                 if f.status is FileStatus.PRESENT and not f.tampered:
                     lease.step(txn.state, LeaseAction.PREPARE)
@@ -695,6 +776,16 @@ class Model:
                     note = f" but the journal refuses it: the lease is {txn.state.value}"
                 s2 = self._with_pub(self._with_journal(s, t, txn2), t, PublisherEvent.COMMIT)
                 yield Step(StepKind.COMMIT, txn=t, note=note), s2
+            elif pc is PublisherPc.FAILED:  # the mistake's ``except``: no evidence, still ABORTED
+                try:
+                    txn2 = self._journal_step(txn, LeaseAction.ABORT)
+                    note = "" if txn2 is not txn else " (already ABORTED: nothing appended)"
+                except IllegalTransition:  # committed meanwhile: the journal refuses
+                    txn2 = txn
+                    note = f" but the journal refuses it: the lease is {txn.state.value}"
+                s2 = self._with_journal(s, t, txn2)
+                s2 = self._with_pub(s2, t, PublisherEvent.ABORT_ON_ERROR)
+                yield Step(StepKind.ABORT_ON_ERROR, txn=t, note=note), s2
         if any(txn.unsynced for txn in s.journal):
             journal = tuple(_fsynced(txn) for txn in s.journal)
             yield Step(StepKind.JOURNAL_FSYNC), _evolve(s, journal=journal)
@@ -870,7 +961,7 @@ class Model:
             s2 = self._with_owner(s, t, _owner(o, reported=self._reportable(s, slot, o)))
             s2 = self._with_recon(s2, ReconcilerEvent.RESOLVE)
             return Step(StepKind.OBSERVE, txn=t, note=f"{head}, already journalled"), s2
-        txn2 = JournalTxn(txn.durable, txn.volatile, txn.intent, slot, digest, True)
+        txn2 = JournalTxn(txn.durable, txn.volatile, txn.intent, slot, digest, True, txn.expired)
         s2 = self._with_recon(self._with_journal(s, t, txn2), ReconcilerEvent.RECORD_CONFLICT, t)
         note = f"{head}: appends CONFLICT naming it (not yet fsynced)"
         return Step(StepKind.OBSERVE, txn=t, note=note), s2
@@ -1005,6 +1096,8 @@ class Model:
                 (),
                 txn.intent if txn.durable else 0,
                 *((-1, 0) if txn.conflict_volatile else (txn.conflict, txn.conflict_digest)),
+                False,
+                txn.expired and bool(txn.durable),  # time does not go back; a lost lease has none
             )
             for txn in s.journal
         )

@@ -187,6 +187,39 @@ _ROWS: tuple[Variant, ...] = (
         "lease protects it too until it stops protecting.",
         faults=("foreign_publish",),
     ),
+    Variant(
+        "prepared-lease-expires",
+        _M.PREPARED_LEASE_EXPIRES,
+        "S1 no dangling reference",
+        "The GC treated a PREPARED lease like a COMMITTED one and let it lapse at its "
+        "retain_until. Nobody knows yet whether the owner has the reference, so a "
+        "publish that lands later names a deleted artifact. Fix: a PREPARED lease "
+        "protects with no expiry, whatever its retain_until and the orphan TTL, until "
+        "reconciliation settles it; only a COMMITTED lease's retain_until ends its claim.",
+        faults=("lease_expiry",),
+    ),
+    Variant(
+        "uncertain-error-aborts",
+        _M.UNCERTAIN_ERROR_IS_REJECTION,
+        "S3 tombstone before abort",
+        "The publish call failed with a timeout or a lost connection, and the "
+        "publisher's except clause appended ABORTED as if the owner had said no. The "
+        "owner may have applied it (a lost ack), and then the lease no longer protects "
+        "a visible reference. Fix: only an explicit rejection before any write aborts "
+        "at once; an uncertain error leaves the lease PREPARED for reconciliation "
+        "(seal the absence, then abort).",
+    ),
+    Variant(
+        "replay-transaction-id",
+        _M.REPLAYED_TRANSACTION_ID,
+        "S1 no dangling reference",
+        "After a restart the publisher was called again for a transaction id it had "
+        "already used, and sent it without reading the journal. The lease was "
+        "settled (here: ABORTED on the owner's rejection, with no tombstone), so "
+        "nothing protects the artifact the replayed reference names. Fix: publish "
+        "only from a fresh PREPARED record; an id already in the journal is never "
+        "sent again (prepare refuses it), and its state is the journal's.",
+    ),
 )
 
 #: name -> variant, in the order SPEC.md lists them.

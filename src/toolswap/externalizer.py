@@ -18,6 +18,23 @@ A failure in 3-5 removes the never-referenced file and raises
 from a stored path), the file must be a regular file owned by us and not a
 symlink, and its digest is verified before any byte is returned.  A
 verification is reused while the file's identity is unchanged.
+
+Which digest a read checks:
+
+* a reference (``ArtifactReference``, ``ArtifactMemoryReference``) carries the
+  full SHA-256, and the file must have exactly it;
+* a bare source id carries only 12 hex digits (48 bits).  The session's lease
+  journal may know more: every claim (any phase) and every CONFLICT identity
+  names a source id with a full digest (:class:`_JournalDigests`).  If that
+  evidence names one full digest for the id, the file must have it; if it
+  names two, the read refuses with :class:`CorruptStateError` (S6: a name is
+  bound to one content); if it names none, only the 48-bit prefix is checked.
+  The externalizer keeps no sidecar next to an artifact, so the journal is the
+  only durable record of a full digest.
+* a journal that is missing, corrupt or cannot be read does not block a read
+  of an intact artifact: the file is still verified, against what was verified
+  of the journal before, else against the id's prefix.  Evidence can only add
+  a refusal, never let a file through that the prefix check refuses.
 """
 
 from __future__ import annotations
@@ -49,6 +66,7 @@ from .errors import (
     ArtifactIntegrityError,
     ArtifactNotOwnedError,
     ArtifactWriteError,
+    CorruptStateError,
     EnvironmentFailure,
     InvalidSummary,
     InvalidThreshold,
@@ -79,7 +97,7 @@ from .session import SessionPaths
 if TYPE_CHECKING:
     from .cleanup import ArtifactCleanupPolicy, CleanupPlan, CleanupReport
     from .domain import ArtifactRetentionClaim
-    from .journal import ArtifactRetentionJournal
+    from .journal import ArtifactRetentionJournal, Recovery
 
 __all__ = [
     "ToolResultExternalizer",
@@ -99,6 +117,7 @@ _TOOL_RE = re.compile(r"[A-Za-z0-9_.:/@+-]{1,128}")
 _CONTROL_RE = re.compile(r"[\x00-\x1f\x7f\u2028\u2029]")
 _MAX_RESERVE_ATTEMPTS = 100_000
 _MAX_THRESHOLD_BYTES = 1 << 50  # 1 PiB: any larger threshold is a typo, not a setting
+_SHA256_RE = re.compile(r"[0-9a-f]{64}")
 
 Output = str | bytes | bytearray | memoryview | Iterable[bytes]
 
@@ -251,6 +270,7 @@ class ToolResultExternalizer:
         self._high_water = ArtifactHighWaterMark(self.paths, fs)
         self._verified: dict[str, _Verified] = {}
         self._cache_lock = threading.Lock()
+        self._journal_digests = _JournalDigests(self.paths, fs)
 
     @property
     def session_id(self) -> str:
@@ -471,9 +491,8 @@ class ToolResultExternalizer:
         _require_index(limit, "limit", minimum=1)
         _require_index(start_byte, "start_byte", minimum=0)
         cap = self.page_bytes if max_bytes is None else validate_page_bytes(max_bytes)
-        source_id, expected = _expected_digest(ref)
-        path = self.paths.path_for_source(source_id)
-        handle, index = self._open_verified(path, source_id, expected)
+        source_id, path, expected, origin = self._expected(ref)
+        handle, index = self._open_verified(path, source_id, expected, origin)
         fs = self._fs
         try:
             total = index.line_count
@@ -535,9 +554,8 @@ class ToolResultExternalizer:
             raise UsageError(f"context must be at most {artifact_grep.MAX_CONTEXT}, got {context}")
         cap = self.page_bytes if max_bytes is None else validate_page_bytes(max_bytes)
         searcher = artifact_grep.Searcher.build(pattern, fixed=fixed, ignore_case=ignore_case)
-        source_id, expected = _expected_digest(ref)
-        path = self.paths.path_for_source(source_id)
-        handle, index = self._open_verified(path, source_id, expected)
+        source_id, path, expected, origin = self._expected(ref)
+        handle, index = self._open_verified(path, source_id, expected, origin)
         fs = self._fs
         try:
             total = index.line_count
@@ -578,9 +596,8 @@ class ToolResultExternalizer:
 
     def stat_artifact(self, ref: ArtifactReference | ArtifactMemoryReference | str) -> ArtifactInfo:
         """Size, lines, mtime and lease state of one verified artifact."""
-        source_id, expected = _expected_digest(ref)
-        path = self.paths.path_for_source(source_id)
-        handle, index = self._open_verified(path, source_id, expected)
+        source_id, path, expected, origin = self._expected(ref)
+        handle, index = self._open_verified(path, source_id, expected, origin)
         try:
             facts = self._fs.fstat(handle)
         except OSError as exc:
@@ -661,20 +678,51 @@ class ToolResultExternalizer:
 
     def verify_artifact(self, ref: ArtifactReference | ArtifactMemoryReference | str) -> LineIndex:
         """Check ownership, type and digest; return the artifact's line index."""
-        source_id, expected = _expected_digest(ref)
-        handle, index = self._open_verified(
-            self.paths.path_for_source(source_id), source_id, expected
-        )
+        source_id, path, expected, origin = self._expected(ref)
+        handle, index = self._open_verified(path, source_id, expected, origin)
         self._fs.close(handle)
         return index
 
-    def _open_verified(self, path: str, source_id: str, expected: str) -> tuple[int, LineIndex]:
+    def _expected(
+        self, ref: ArtifactReference | ArtifactMemoryReference | str
+    ) -> tuple[str, str, str, str | None]:
+        """(source id, path, the digest the file must have, the journal entry it comes from).
+
+        The last is None unless a bare id's full digest came from the journal
+        (module docstring: which digest a read checks).
+        """
+        source_id, expected = _expected_digest(ref)
+        path = self.paths.path_for_source(source_id)  # refuses a foreign id before any lookup
+        if not isinstance(ref, str):
+            return source_id, path, expected, None
+        recorded = self._journal_digests.for_source(source_id)
+        if len(recorded) > 1:
+            listing = "; ".join(f"{digest} ({where})" for digest, where in sorted(recorded.items()))
+            raise CorruptStateError(
+                f"the lease journal records {len(recorded)} different full digests for "
+                f"{source_id}: {listing}; an artifact name is bound to one content (S6), "
+                f"so the file cannot be checked against them (fail closed)"
+            )
+        if recorded:
+            ((digest, where),) = recorded.items()
+            return source_id, path, digest, where
+        return source_id, path, expected, None
+
+    def _open_verified(
+        self, path: str, source_id: str, expected: str, origin: str | None = None
+    ) -> tuple[int, LineIndex]:
         name = os.path.basename(path)
         handle, identity, sha256, index = self._open_owned(path, name)
         if not sha256.startswith(expected):
             self._fs.close(handle)
             with self._cache_lock:
                 self._verified.pop(path, None)
+            if origin is not None:
+                raise ArtifactIntegrityError(
+                    f"the file {name} does not match the digest the lease journal recorded "
+                    f"for {source_id} ({origin}): expected sha256 {expected}, the file has "
+                    f"{sha256} (fail closed)"
+                )
             # A 12-hex id is what people type, so a mismatch there is most
             # likely a wrong id; either way the read fails closed.
             raise ArtifactIntegrityError(
@@ -785,6 +833,153 @@ class ToolResultExternalizer:
 TOOL_RESULTS_NAME = "tool-results/"
 
 
+class _JournalDigests:
+    """Source id -> the full digests the session's lease journal records for it.
+
+    A claim's digest was checked against the file when it was prepared, and a
+    CONFLICT identity is what an owner showed; either names the content a
+    source id stands for in all 64 hex digits.
+
+    Reads must stay cheap, so the evidence is kept per externalizer and the
+    journal is verified only when it may say something new about the id read:
+
+    * a warm read (the journal's identity unchanged) costs one lstat;
+    * complete lines of the journal that were folded into ``_known``
+      (``_complete``), or already searched for this id (``_scanned``), are not
+      read again while the file only grows; the rest is searched for the id's
+      text, which toolswap writes verbatim (records are ASCII JSON, and an id
+      needs no escape).  Both stop at a line end: a torn tail may be cut off
+      and written over;
+    * only if the id occurs is the journal verified, through its own API (in
+      full once, then incrementally); then nothing is looked at again until
+      the journal's identity changes (``_settled``).
+
+    What was verified stays known: the journal only grows (S6), so a journal
+    that later vanishes or turns corrupt takes nothing away (and adds nothing
+    until it verifies again).  A file replaced, cut or rewritten in place is
+    searched again from its start.
+    """
+
+    def __init__(self, paths: SessionPaths, fs: FileSystem) -> None:
+        self._paths = paths
+        self._fs = fs
+        self._lock = threading.Lock()
+        self._journal: ArtifactRetentionJournal | None = None
+        self._known: dict[str, dict[str, str]] = {}  # source id -> full digest -> where recorded
+        self._seen: tuple[int, int, int, int, int] | None = None  # the journal file's identity
+        self._settled: tuple[int, int, int, int, int] | None = None  # identity last verified
+        self._complete = 0  # bytes of that file whose records are all in _known
+        self._scanned: dict[str, int] = {}  # source id -> bytes of that file without its text
+
+    def for_source(self, source_id: str) -> dict[str, str]:
+        """Full digest -> where the journal records it, for one (validated) source id."""
+        try:
+            facts: FileFacts | None = self._fs.lstat(self._paths.journal)
+        except OSError:  # no journal, or none we can look at: what was verified still holds
+            facts = None
+        with self._lock:
+            if facts is not None:
+                self._catch_up(source_id, facts)
+            return dict(self._known.get(source_id, {}))
+
+    def _catch_up(self, source_id: str, facts: FileFacts) -> None:
+        if facts.identity == self._settled:
+            return  # verified (or found corrupt) as it is now: nothing new to find
+        seen, self._seen = self._seen, facts.identity
+        if seen != facts.identity and (
+            seen is None or seen[:2] != facts.identity[:2] or facts.size <= seen[2]
+        ):
+            self._complete = 0  # replaced, cut or rewritten in place: search it all again
+            self._scanned.clear()
+        start = max(self._complete, self._scanned.get(source_id, 0))
+        if start >= facts.size:
+            return
+        found, end = self._search(source_id, start)
+        if not found:
+            self._scanned[source_id] = end
+            return
+        if self._refresh():
+            self._settled = facts.identity
+
+    def _search(self, source_id: str, start: int) -> tuple[bool, int]:
+        """(does the id's text occur from ``start`` on, the line end it is absent up to).
+
+        ``start`` is a line end.  True when unsure (the file cannot be read).
+        """
+        fs = self._fs
+        needle = source_id.encode("ascii")  # parse_source_id allows ASCII only
+        position = clean = start  # an id lies inside one line, so none straddles ``start``
+        try:
+            handle = fs.open_read(self._paths.journal)
+        except OSError:
+            return True, start  # let the journal's own verification decide
+        try:
+            # The end of what was read, where an id may go on (the seam may read short).
+            tail = b""
+            while True:
+                chunk = fs.pread(handle, _CHUNK, position)
+                if not chunk:
+                    return False, clean
+                window = tail + chunk
+                if needle in window:
+                    return True, clean
+                newline = chunk.rfind(b"\n")
+                if newline >= 0:
+                    clean = position + newline + 1
+                tail = window[-(len(needle) - 1) :]
+                position += len(chunk)
+        except OSError:
+            return True, start
+        finally:
+            fs.close(handle)
+
+    def _refresh(self) -> bool:
+        """Fold the verified journal into ``_known``; False: try again on the next read."""
+        from .journal import ArtifactRetentionJournal
+
+        try:
+            if self._journal is None:
+                self._journal = ArtifactRetentionJournal(
+                    self._paths.root, fs=self._fs, session_id=self._paths.session_id
+                )
+            with self._journal.locked_state() as state:
+                pass
+        except CorruptStateError:
+            # Recovery and cleanup refuse a corrupt journal and say so; a read
+            # still verifies the file itself.  Not again until the file changes;
+            # a poisoned journal object never verifies again, so a restored
+            # journal gets a new one.
+            self._journal = None
+            return True
+        except (EnvironmentFailure, UsageError):
+            # The lock cannot be taken (a read-only session, or this thread
+            # already holds it through another object): nothing new this time.
+            self._journal = None
+            return False
+        self._merge(state)
+        self._complete = max(self._complete, state.verified_bytes)
+        return True
+
+    def _merge(self, state: Recovery) -> None:
+        for txn, claim in state.transactions.items():
+            # A claim's digest agrees with its id's prefix by construction.
+            digests = self._known.setdefault(claim.source_id, {})
+            digests.setdefault(claim.content_sha256, f"lease {txn}")
+        for txn, identities in state.conflicts.items():
+            for identity in identities:
+                if identity.source_id is not None and identity.content_sha256 is not None:
+                    self._note(identity.source_id, identity.content_sha256, f"CONFLICT on {txn}")
+
+    def _note(self, source_id: str, digest: str, where: str) -> None:
+        """Record a full digest for an id; one that cannot be the id's content names nothing."""
+        try:
+            prefix = parse_source_id(source_id).digest_prefix
+        except UsageError:
+            return  # an owner's garbage identity: recorded and reported, names no file
+        if _SHA256_RE.fullmatch(digest) and digest.startswith(prefix):
+            self._known.setdefault(source_id, {}).setdefault(digest, where)
+
+
 def _policy(policy: ArtifactCleanupPolicy | None) -> ArtifactCleanupPolicy:
     from .cleanup import ArtifactCleanupPolicy
 
@@ -792,7 +987,7 @@ def _policy(policy: ArtifactCleanupPolicy | None) -> ArtifactCleanupPolicy:
 
 
 def _expected_digest(ref: ArtifactReference | ArtifactMemoryReference | str) -> tuple[str, str]:
-    """(source id, the digest the file must have: full, or the id's 12-hex prefix)."""
+    """(source id, the digest the reference carries: full, or a bare id's 12-hex prefix)."""
     if isinstance(ref, ArtifactReference | ArtifactMemoryReference):
         return ref.source.source_id, ref.content_sha256
     if isinstance(ref, str):
