@@ -560,6 +560,19 @@ def _digest_conflict_setup(world: World) -> None:
     world.tamper("tool_result_001.txt", b"tampered after it was externalized\n" * 30)
 
 
+def _expired_prepared_setup(world: World) -> None:
+    """t1 is PREPARED for 001 with a retain_until long past at GC time; the owner shows it.
+
+    A PREPARED lease protects whatever its retain_until until it is reconciled
+    (S1): the GC in the run must keep 001.  Recovery may reconcile it to
+    COMMITTED, and only then does the expiry count.
+    """
+    claim = attrs.evolve(world.claim_for(world.externalize()), retain_until=T0 + 1)
+    world.claims["t1"] = claim
+    world.journal.prepare(claim, "t1")
+    world.hold("t1", claim)
+
+
 def _run_gc(concurrent_prepare: bool) -> Callable[[World], None]:
     def run(world: World) -> None:
         policy = ArtifactCleanupPolicy(orphan_ttl_seconds=TTL, max_deletions=100, dry_run=False)
@@ -674,6 +687,7 @@ STANDARD_SCENARIOS: tuple[Scenario, ...] = (
     Scenario(name="gc_hostile_entries", setup=_hostile_setup, run=_run_gc(False)),
     Scenario(name="gc_after_release", setup=_released_setup, run=_run_gc(False)),
     Scenario(name="gc_unknown_entries", setup=_unknown_only, run=_run_gc(False)),
+    Scenario(name="gc_expired_prepared", setup=_expired_prepared_setup, run=_run_gc(False)),
     Scenario(
         name="gc_corrupt_journal",
         setup=_corrupt_journal_setup,
@@ -946,6 +960,14 @@ def _recover_and_check(
     # S1: visible, maybe still landing, or pending references name intact artifacts
     must_exist: dict[str, str] = {}
     for txn, (source, _digest) in visible.items():
+        claim = recovery.transactions.get(txn)
+        if (
+            recovery.states.get(txn) is Phase.COMMITTED
+            and claim is not None
+            and claim.retain_until is not None
+            and claim.retain_until <= FAR
+        ):
+            continue  # S1's one exception: the caller let a committed lease expire
         must_exist[txn] = source
     for txn, claim in world.owner.uncertain.items():
         seen = view.seen.get(txn)

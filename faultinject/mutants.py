@@ -433,6 +433,30 @@ def _gc_ignores_digest_conflict() -> contextlib.AbstractContextManager[None]:
     )
 
 
+# -- a PREPARED lease that expires -------------------------------------------------------
+
+
+def _prepared_lease_expires() -> contextlib.AbstractContextManager[None]:
+    original: Callable[[Any], list[Any]] = vars(cleanup)["_protecting_claims"]
+
+    def _protecting_claims(recovery: Any) -> list[Any]:
+        claims = original(recovery)
+        # the mistake: a PREPARED lease keeps the retain_until its intent carries
+        pending = {
+            recovery.transactions[t].source_id
+            for t, phase in recovery.states.items()
+            if phase is Phase.PREPARED
+        }
+        expiring = [
+            recovery.transactions[t]
+            for t, phase in recovery.states.items()
+            if phase is Phase.PREPARED
+        ]
+        return [c for c in claims if c.source_id not in pending] + expiring
+
+    return _swap(cleanup, "_protecting_claims", _protecting_claims)
+
+
 # -- unknown names in tool-results/ --------------------------------------------------------
 
 
@@ -538,6 +562,14 @@ MUTANTS: tuple[Mutant, ...] = (
         target="toolswap.cleanup._claim_verdict",
         scenarios=("gc_digest_conflict",),
         install=_gc_ignores_digest_conflict,
+    ),
+    Mutant(
+        name="prepared_lease_expires",
+        mistake="cleanup honours retain_until on a PREPARED lease",
+        invariant="S1",
+        target="toolswap.cleanup._protecting_claims",
+        scenarios=("gc_expired_prepared",),
+        install=_prepared_lease_expires,
     ),
     Mutant(
         name="gc_skips_name_denial",
