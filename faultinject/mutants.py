@@ -440,19 +440,14 @@ def _prepared_lease_expires() -> contextlib.AbstractContextManager[None]:
     original: Callable[[Any], list[Any]] = vars(cleanup)["_protecting_claims"]
 
     def _protecting_claims(recovery: Any) -> list[Any]:
-        claims = original(recovery)
         # the mistake: a PREPARED lease keeps the retain_until its intent carries
-        pending = {
-            recovery.transactions[t].source_id
-            for t, phase in recovery.states.items()
-            if phase is Phase.PREPARED
-        }
         expiring = [
             recovery.transactions[t]
             for t, phase in recovery.states.items()
             if phase is Phase.PREPARED
         ]
-        return [c for c in claims if c.source_id not in pending] + expiring
+        pending = {c.source_id for c in expiring}
+        return [c for c in original(recovery) if c.source_id not in pending] + expiring
 
     return _swap(cleanup, "_protecting_claims", _protecting_claims)
 

@@ -99,24 +99,8 @@ def test_a_damaged_line_the_fast_path_accepts_is_one_the_general_parser_accepts(
 
 
 def test_every_single_byte_change_of_plain_lines_is_refused_or_agreed() -> None:
-    claim = ArtifactRetentionClaim(
-        source_id="artifact:s1:tool_result_001.txt:" + "ab" * 6,
-        content_sha256="ab" * 32,
-        reference_count=2,
-        retain_until=1.5,
-    )
     for phase in (Phase.PREPARED, Phase.ABORTED):
-        line = encode_record(
-            build_record(
-                sequence=7,
-                previous_sha256=GENESIS_SHA256,
-                session_id="s1",
-                transaction_id="t-1",
-                phase=phase,
-                time=12.25,
-                claim=claim,
-            )
-        )[:-1]
+        line = _line(phase, time=12.25, until=1.5)
         assert _parse_plain(line) == _general(line)  # taken, and right
         for at in range(len(line)):
             for byte in b'09af.-e" \\}':
@@ -127,30 +111,16 @@ def test_every_single_byte_change_of_plain_lines_is_refused_or_agreed() -> None:
 
 
 def test_plain_lines_take_the_fast_path() -> None:
-    claim = ArtifactRetentionClaim(
-        source_id="artifact:s1:tool_result_001.txt:" + "0" * 12, content_sha256="0" * 64
-    )
     for phase in (Phase.PREPARED, Phase.COMMITTED, Phase.ABORTED, Phase.RELEASED):
-        line = encode_record(
-            build_record(
-                sequence=1,
-                previous_sha256=GENESIS_SHA256,
-                session_id="s1",
-                transaction_id="publish t1",
-                phase=phase,
-                time=1.0,
-                claim=claim,
-            )
-        )[:-1]
-        assert _parse_plain(line) is not None, phase
+        assert _parse_plain(_line(phase, time=1.0)) is not None, phase
 
 
-def _line(phase: Phase, *, time: float, count: int = 2) -> bytes:
+def _line(phase: Phase, *, time: float, count: int = 2, until: float | None = None) -> bytes:
     claim = ArtifactRetentionClaim(
         source_id="artifact:s1:tool_result_001.txt:" + "ab" * 6,
         content_sha256="ab" * 32,
         reference_count=count,
-        retain_until=None,
+        retain_until=until,
     )
     record = build_record(
         sequence=3,
