@@ -61,6 +61,7 @@ from .domain import (
     format_source_id,
     is_artifact_filename,
     parse_source_id,
+    validate_sha256,
 )
 from .errors import (
     ArtifactIntegrityError,
@@ -117,7 +118,6 @@ _TOOL_RE = re.compile(r"[A-Za-z0-9_.:/@+-]{1,128}")
 _CONTROL_RE = re.compile(r"[\x00-\x1f\x7f\u2028\u2029]")
 _MAX_RESERVE_ATTEMPTS = 100_000
 _MAX_THRESHOLD_BYTES = 1 << 50  # 1 PiB: any larger threshold is a typo, not a setting
-_SHA256_RE = re.compile(r"[0-9a-f]{64}")
 
 Output = str | bytes | bytearray | memoryview | Iterable[bytes]
 
@@ -974,9 +974,10 @@ class _JournalDigests:
         """Record a full digest for an id; one that cannot be the id's content names nothing."""
         try:
             prefix = parse_source_id(source_id).digest_prefix
+            validate_sha256(digest)
         except UsageError:
             return  # an owner's garbage identity: recorded and reported, names no file
-        if _SHA256_RE.fullmatch(digest) and digest.startswith(prefix):
+        if digest.startswith(prefix):
             self._known.setdefault(source_id, {}).setdefault(digest, where)
 
 
