@@ -19,7 +19,10 @@ Rules
   ``SEALING`` --tombstone durable--> ``SEALED`` --append ABORTED--> ``IDLE``;
   a stale CAS goes back to ``IDLE`` (pending_stale); a visible reference with
   another identity --record conflict--> ``RECORDING`` --report (only once the
-  conflict record is durable)--> ``IDLE`` (pending_conflict).
+  conflict record is durable)--> ``IDLE`` (pending_conflict).  A seal that
+  finds the tombstone already durable (a second reconciler sealed it first)
+  goes straight to ``SEALED``: ABORTED is still appended through the journal's
+  fold, so two reconcilers write one terminal event between them.
 * **GC**: ``IDLE`` --plan--> ``PLANNED`` --apply--> ``IDLE``.
 
 A crash resets every program counter to its initial state.
@@ -64,6 +67,7 @@ __all__ = [
     "MACHINES",
     "RELEASE_FIRST_REMOVER_MACHINE",
     "EARLY_ABORT_RECONCILER_MACHINE",
+    "CLIENT_CHECK_RECONCILER_MACHINE",
     "ERROR_ABORTS_PUBLISHER_MACHINE",
     "REPLAYING_PUBLISHER_MACHINE",
 ]
@@ -142,6 +146,7 @@ class ReconcilerPc(enum.Enum):
     SEALING = "sealing"
     SEALED = "sealed"
     RECORDING = "recording"  # a conflict record appended, not yet reported
+    CHECKED = "checked"  # only the client-side-generation mistake gets here
 
 
 class ReconcilerEvent(enum.Enum):
@@ -153,6 +158,9 @@ class ReconcilerEvent(enum.Enum):
     APPEND_ABORTED = "append_aborted"
     RECORD_CONFLICT = "record_conflict"
     REPORT_CONFLICT = "report_conflict"
+    FOUND_SEALED = "found_sealed"  # the seal answered already_sealed (another reconciler)
+    CHECK_GENERATION = "check_generation"  # mistake only
+    WRITE_TOMBSTONE = "write_tombstone"  # mistake only
 
 
 class GcPc(enum.Enum):
@@ -219,6 +227,7 @@ RECONCILER_MACHINE: Machine[ReconcilerPc, ReconcilerEvent] = Machine(
             (_C.IDLE, _CE.OBSERVE_ABSENT): _C.OBSERVED,
             (_C.OBSERVED, _CE.SEAL): _C.SEALING,
             (_C.OBSERVED, _CE.STALE): _C.IDLE,
+            (_C.OBSERVED, _CE.FOUND_SEALED): _C.SEALED,
             (_C.SEALING, _CE.TOMBSTONE_DURABLE): _C.SEALED,
             (_C.SEALED, _CE.APPEND_ABORTED): _C.IDLE,
             (_C.IDLE, _CE.RECORD_CONFLICT): _C.RECORDING,
@@ -256,6 +265,20 @@ EARLY_ABORT_RECONCILER_MACHINE: Machine[ReconcilerPc, ReconcilerEvent] = Machine
         {
             **RECONCILER_MACHINE.table,
             (_C.SEALING, _CE.APPEND_ABORTED): _C.IDLE,
+        }
+    ),
+)
+
+#: Reconciler that checks the owner's generation itself and then writes the tombstone
+#: unconditionally: no compare-and-set in the owner, no fence around the decision (S3).
+CLIENT_CHECK_RECONCILER_MACHINE: Machine[ReconcilerPc, ReconcilerEvent] = Machine(
+    "reconciler (mistake: generation checked on the client)",
+    _C.IDLE,
+    MappingProxyType(
+        {
+            **{k: v for k, v in RECONCILER_MACHINE.table.items() if k != (_C.OBSERVED, _CE.SEAL)},
+            (_C.OBSERVED, _CE.CHECK_GENERATION): _C.CHECKED,
+            (_C.CHECKED, _CE.WRITE_TOMBSTONE): _C.SEALING,
         }
     ),
 )

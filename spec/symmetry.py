@@ -77,7 +77,7 @@ class Symmetry:
     def _parts(self, s: SystemState) -> list[tuple[int, ...]]:
         """Each transaction's part of ``s`` as a tuple of small integers."""
         code = self._code
-        busy = s.reconciler.txn
+        busy = [r.txn for r in s.reconcilers]
         memory = (
             {x.index for x in s.gc_plan if x.kind is TargetKind.MEMORY_PATH} if s.gc_plan else ()
         )
@@ -88,7 +88,7 @@ class Symmetry:
                 code(s.publishers[t]),
                 code(s.removers[t]),
                 int(s.rejected[t]),
-                int(t == busy),
+                *(int(t == b) for b in busy),
                 int(t in memory),
             )
             for t in range(len(s.journal))
@@ -102,8 +102,7 @@ class Symmetry:
         plan = s.gc_plan
         shared = (
             s.files,
-            s.reconciler.pc,
-            s.reconciler.generation,
+            tuple((r.pc, r.generation) for r in s.reconcilers),
             None
             if plan is None
             else tuple(x for x in plan if x.kind is not TargetKind.MEMORY_PATH),
@@ -156,8 +155,9 @@ def permute(s: SystemState, perm: tuple[int, ...]) -> SystemState:
     def moved(values: tuple[object, ...]) -> tuple[object, ...]:
         return tuple(values[inverse[t]] for t in range(n))
 
-    r = s.reconciler
-    reconciler = r if r.txn < 0 else Reconciler(r.pc, perm[r.txn], r.generation)
+    reconcilers = tuple(
+        r if r.txn < 0 else Reconciler(r.pc, perm[r.txn], r.generation) for r in s.reconcilers
+    )
     plan = s.gc_plan
     if plan is not None:
         others = [x for x in plan if x.kind is not TargetKind.MEMORY_PATH]
@@ -169,7 +169,7 @@ def permute(s: SystemState, perm: tuple[int, ...]) -> SystemState:
         moved(s.owner),  # type: ignore[arg-type]
         moved(s.publishers),  # type: ignore[arg-type]
         moved(s.removers),  # type: ignore[arg-type]
-        reconciler,
+        reconcilers,
         plan,
         s.counter,
         moved(s.rejected),  # type: ignore[arg-type]

@@ -57,7 +57,8 @@ decision delegates to the tables of :mod:`lease`, :mod:`owner`,
 together and says what is durable.  A *mistake* (:class:`Mistake`) switches one
 protocol rule off, so :mod:`variants` can show what each rule buys.
 
-Abstractions, on purpose: one reconciler; a lease's ``retain_until`` is one
+Abstractions, on purpose: one reconciler (two under
+``Bounds.concurrent_reconcilers``); a lease's ``retain_until`` is one
 "now is past it" flag per transaction (``JournalTxn.expired``), set only under
 ``Bounds.lease_expiry`` (otherwise a COMMITTED lease holds until RELEASED);
 time is one "past the TTL" flag per artifact; digests are small integers
@@ -82,6 +83,7 @@ import attrs
 
 from . import cleanup, lease, owner
 from .actors import (
+    CLIENT_CHECK_RECONCILER_MACHINE,
     EARLY_ABORT_RECONCILER_MACHINE,
     ERROR_ABORTS_PUBLISHER_MACHINE,
     FILE_MACHINE,
@@ -106,7 +108,7 @@ from .actors import (
 from .errors import BadBounds, IllegalTransition
 from .lease import LeaseAction, LeaseState
 from .owner import OwnerAction, OwnerRecord, OwnerResult, OwnerState, SealResult
-from .reconcile import Decision, ObservationKind, classify_observation, decide
+from .reconcile import Decision, ObservationKind, after_seal, classify_observation, decide
 
 __all__ = [
     "Mistake",
@@ -153,6 +155,12 @@ class Mistake(enum.Enum):
         "an uncertain publish error (timeout, lost connection) handled as a rejection"
     )
     REPLAYED_TRANSACTION_ID = "the publisher is called again for a transaction id it already used"
+    CLIENT_SIDE_GENERATION = (
+        "the reconciler checks the generation itself, then writes the tombstone unconditionally"
+    )
+    ALREADY_SEALED_APPENDS_BLINDLY = (
+        "a reconciler whose seal answers already_sealed appends ABORTED without folding the lease"
+    )
 
 
 @attrs.frozen
@@ -173,6 +181,8 @@ class Bounds:
     foreign_publish: bool = False
     #: the clock passes a lease's ``retain_until`` (off by default, like ``foreign_publish``)
     lease_expiry: bool = False
+    #: a second reconciler runs at the same time as the first (off by default, likewise)
+    concurrent_reconcilers: bool = False
 
     def __attrs_post_init__(self) -> None:
         if not 1 <= self.artifacts <= 4:
@@ -333,11 +343,16 @@ class SystemState:
     owner: tuple[OwnerSlot, ...]
     publishers: tuple[PublisherPc, ...]
     removers: tuple[RemoverPc, ...]
-    reconciler: Reconciler = Reconciler()
+    reconcilers: tuple[Reconciler, ...] = (Reconciler(),)
     gc_plan: tuple[PlanTarget, ...] | None = None
     counter: int = 0
     rejected: tuple[bool, ...] = ()
     outside_touched: bool = False
+
+    @property
+    def reconciler(self) -> Reconciler:
+        """The first reconciler (the only one unless ``Bounds.concurrent_reconcilers``)."""
+        return self.reconcilers[0]
 
     def __hash__(self) -> int:
         # Program counters are enum members, which are singletons compared by
@@ -350,7 +365,7 @@ class SystemState:
                 self.owner,
                 tuple(map(id, self.publishers)),
                 tuple(map(id, self.removers)),
-                self.reconciler,
+                self.reconcilers,
                 self.gc_plan,
                 self.counter,
                 self.rejected,
@@ -389,12 +404,22 @@ class StepKind(enum.Enum):
     RELEASE = "remover appends RELEASED for {t}"
     RELEASE_FIRST = "remover appends RELEASED for {t} before asking the owner"
     REMOVE_AFTER = "remover: owner removes {t}'s reference"
-    OBSERVE = "reconciler observes {t} inside the fence: {note}"
-    SEAL = "reconciler seals {t}'s absence by CAS on generation {note}: tombstone being written"
-    STALE = "reconciler's seal of {t} fails: {note} (pending_stale)"
+    OBSERVE = "reconciler{r} observes {t} inside the fence: {note}"
+    SEAL = "reconciler{r} seals {t}'s absence by CAS on generation {note}: tombstone being written"
+    STALE = "reconciler{r}'s seal of {t} fails: {note} (pending_stale)"
+    FOUND_SEALED = (
+        "reconciler{r}'s seal of {t} answers already_sealed: the tombstone is durable already{note}"
+    )
+    CHECK_GENERATION = (
+        "reconciler{r} reads {t}'s generation itself: still {note}, so it goes on "
+        "(a read, not a compare-and-set; nothing holds the owner)"
+    )
+    WRITE_TOMBSTONE = "reconciler{r} writes {t}'s tombstone unconditionally{note}"
     TOMBSTONE_DURABLE = "owner makes {t}'s tombstone durable"
-    ABORT = "reconciler appends ABORTED for {t}"
-    REPORT_CONFLICT = "reconciler reports pending_conflict for {t}: the owner's reference names {a}"
+    ABORT = "reconciler{r} appends ABORTED for {t}{note}"
+    REPORT_CONFLICT = (
+        "reconciler{r} reports pending_conflict for {t}: the owner's reference names {a}"
+    )
     FOREIGN_PUBLISH = "fault: another writer publishes {t}'s id naming {a} (generation {note})"
     GC_PLAN = "GC plans: {note}"
     GC_APPLY = "GC applies: {note}"
@@ -410,12 +435,15 @@ class Step:
     txn: int = -1
     slot: int = -1
     note: str = ""
+    #: which reconciler took a reconciler step (0: the first, the only one by default)
+    by: int = 0
 
     def describe(self) -> str:
         return self.kind.value.format(
             a=artifact_name(self.slot) if self.slot >= 0 else "?",
             t=txn_name(self.txn) if self.txn >= 0 else "?",
             note=self.note,
+            r=f" {self.by + 1}" if self.by else "",
         )
 
 
@@ -437,6 +465,9 @@ PROGRESS_STEPS: frozenset[StepKind] = frozenset(
         StepKind.OBSERVE,
         StepKind.SEAL,
         StepKind.STALE,
+        StepKind.FOUND_SEALED,
+        StepKind.CHECK_GENERATION,
+        StepKind.WRITE_TOMBSTONE,
         StepKind.TOMBSTONE_DURABLE,
         StepKind.ABORT,
         StepKind.REPORT_CONFLICT,
@@ -469,7 +500,7 @@ def _evolve(  # noqa: PLR0913 - one keyword per field, like attrs.evolve
     owner: Any = _KEEP,
     publishers: Any = _KEEP,
     removers: Any = _KEEP,
-    reconciler: Any = _KEEP,
+    reconcilers: Any = _KEEP,
     gc_plan: Any = _KEEP,
     counter: Any = _KEEP,
     rejected: Any = _KEEP,
@@ -483,7 +514,7 @@ def _evolve(  # noqa: PLR0913 - one keyword per field, like attrs.evolve
         s.owner if owner is _KEEP else owner,
         s.publishers if publishers is _KEEP else publishers,
         s.removers if removers is _KEEP else removers,
-        s.reconciler if reconciler is _KEEP else reconciler,
+        s.reconcilers if reconcilers is _KEEP else reconcilers,
         s.gc_plan if gc_plan is _KEEP else gc_plan,
         s.counter if counter is _KEEP else counter,
         s.rejected if rejected is _KEEP else rejected,
@@ -587,6 +618,7 @@ class Model:
             publishers=(PUBLISHER_MACHINE.initial,) * n,
             removers=(REMOVER_MACHINE.initial,) * n,
             rejected=(False,) * n,
+            reconcilers=(Reconciler(),) * (2 if self.bounds.concurrent_reconcilers else 1),
         )
 
     # ------------------------------------------------------------- helpers
@@ -645,13 +677,18 @@ class Model:
         pc = self.remover_machine.step(s.removers[t], event)
         return _evolve(s, removers=_put(s.removers, t, pc))
 
-    def _with_recon(
-        self, s: SystemState, event: ReconcilerEvent, txn: int = -1, generation: int = 0
+    def _with_recon(  # noqa: PLR0913 - the reconciler's index, its event and its new registers
+        self,
+        s: SystemState,
+        event: ReconcilerEvent,
+        txn: int = -1,
+        generation: int = 0,
+        i: int = 0,
     ) -> SystemState:
-        pc = self.reconciler_machine.step(s.reconciler.pc, event)
+        pc = self.reconciler_machine.step(s.reconcilers[i].pc, event)
         if pc is ReconcilerPc.IDLE:
             txn, generation = -1, 0
-        return _evolve(s, reconciler=Reconciler(pc, txn, generation))
+        return _evolve(s, reconcilers=_put(s.reconcilers, i, Reconciler(pc, txn, generation)))
 
     @property
     def publisher_machine(self) -> Machine[PublisherPc, PublisherEvent]:
@@ -669,6 +706,8 @@ class Model:
     def reconciler_machine(self) -> Machine[ReconcilerPc, ReconcilerEvent]:
         if Mistake.ABORT_BEFORE_TOMBSTONE_DURABLE in self.mistakes:
             return EARLY_ABORT_RECONCILER_MACHINE
+        if Mistake.CLIENT_SIDE_GENERATION in self.mistakes:
+            return CLIENT_CHECK_RECONCILER_MACHINE
         return RECONCILER_MACHINE
 
     # ---------------------------------------------------------- successors
@@ -819,13 +858,23 @@ class Model:
                     s3 = self._with_pub(s3, t, PublisherEvent.ERROR) if waiting else s3
                     yield Step(StepKind.DROP, txn=t), s3
             if o.pending_tombstone:
-                record, result = owner.apply(o.record, OwnerAction.SEAL)
+                if (
+                    o.record.state is OwnerState.PUBLISHED
+                    and Mistake.CLIENT_SIDE_GENERATION in self.mistakes
+                ):
+                    # only an unconditional write gets here (client-side-generation): the
+                    # tombstone lands beside the reference, which the owner keeps showing
+                    record = o.record
+                else:
+                    record, _ = owner.apply(o.record, OwnerAction.SEAL)
                 if record.generation > b.max_generation:
                     continue
                 s2 = self._with_owner(s, t, _owner(o, record=record, pending_tombstone=False))
-                r = s2.reconciler
-                if r.pc is ReconcilerPc.SEALING and r.txn == t:
-                    s2 = self._with_recon(s2, ReconcilerEvent.TOMBSTONE_DURABLE, t, r.generation)
+                for i, r in enumerate(s2.reconcilers):
+                    if r.pc is ReconcilerPc.SEALING and r.txn == t:
+                        s2 = self._with_recon(
+                            s2, ReconcilerEvent.TOMBSTONE_DURABLE, t, r.generation, i
+                        )
                 yield Step(StepKind.TOMBSTONE_DURABLE, txn=t), s2
 
     def _removers(self, s: SystemState) -> Iterator[tuple[Step, SystemState]]:
@@ -868,7 +917,13 @@ class Model:
                 )
 
     def _reconciler(self, s: SystemState) -> Iterator[tuple[Step, SystemState]]:
-        r = s.reconciler
+        for i, r in enumerate(s.reconcilers):
+            yield from self._reconciler_steps(s, i, r)
+
+    def _reconciler_steps(  # noqa: C901 - one branch per program counter
+        self, s: SystemState, i: int, r: Reconciler
+    ) -> Iterator[tuple[Step, SystemState]]:
+        m = self.mistakes
         if r.pc is ReconcilerPc.IDLE:
             for t, txn in enumerate(s.journal):
                 if txn.state is not LeaseState.PREPARED:
@@ -880,40 +935,66 @@ class Model:
                 kind = classify_observation(obs)
                 d = decide(txn.state, kind)
                 if d.record_observed:
-                    yield self._conflict(s, t, kind, d)
-                elif d.seal_first and Mistake.NOT_FOUND_IS_ABSENT not in self.mistakes:
-                    s2 = self._with_recon(s, ReconcilerEvent.OBSERVE_ABSENT, t, obs.generation)
+                    yield self._conflict(s, t, kind, d, i)
+                elif d.seal_first and Mistake.NOT_FOUND_IS_ABSENT not in m:
+                    s2 = self._with_recon(s, ReconcilerEvent.OBSERVE_ABSENT, t, obs.generation, i)
                     note = f"ABSENT, not sealed, generation {obs.generation}"
-                    yield Step(StepKind.OBSERVE, txn=t, note=note), s2
+                    yield Step(StepKind.OBSERVE, txn=t, note=note, by=i), s2
                 elif d.journal_action is not None:
                     s2 = self._with_journal(s, t, self._journal_step(txn, d.journal_action))
-                    s2 = self._with_recon(s2, ReconcilerEvent.RESOLVE)
+                    s2 = self._with_recon(s2, ReconcilerEvent.RESOLVE, i=i)
                     note = (
                         f"{kind.value} -> appends {lease.step(txn.state, d.journal_action).value}"
                     )
-                    yield Step(StepKind.OBSERVE, txn=t, note=note), s2
+                    yield Step(StepKind.OBSERVE, txn=t, note=note, by=i), s2
                 else:
-                    yield Step(StepKind.OBSERVE, txn=t, note=f"{kind.value} -> {d.status.value}"), s
+                    note = f"{kind.value} -> {d.status.value}"
+                    yield Step(StepKind.OBSERVE, txn=t, note=note, by=i), s
                 if self.bounds.unknown:
                     note = f"{ObservationKind.UNKNOWN.value} -> pending_unknown"
-                    yield Step(StepKind.OBSERVE, txn=t, note=note), s
+                    yield Step(StepKind.OBSERVE, txn=t, note=note, by=i), s
         elif r.pc is ReconcilerPc.OBSERVED:
             t = r.txn
             o = s.owner[t]
-            if o.pending_tombstone:
-                sealed_record, result = o.record, SealResult.STALE
+            if Mistake.CLIENT_SIDE_GENERATION in m:
+                if o.record.generation == r.generation:
+                    s2 = self._with_recon(s, ReconcilerEvent.CHECK_GENERATION, t, r.generation, i)
+                    yield Step(StepKind.CHECK_GENERATION, txn=t, note=str(r.generation), by=i), s2
+                    return
+                result = SealResult.STALE
+            elif o.pending_tombstone:  # another seal is being written: this CAS loses
+                result = SealResult.STALE
             else:
-                sealed_record, result = owner.seal(o.record, r.generation)
-            if result is SealResult.SEALED:
-                s2 = self._with_owner(s, t, _owner(o, pending_tombstone=True))
-                s2 = self._with_recon(s2, ReconcilerEvent.SEAL, t, r.generation)
-                yield Step(StepKind.SEAL, txn=t, note=str(r.generation)), s2
-            else:
+                _, result = owner.seal(o.record, r.generation)
+            if after_seal(result).journal_action is None:
                 note = f"the generation is {o.record.generation}, not {r.generation}"
                 yield (
-                    Step(StepKind.STALE, txn=t, note=note),
-                    self._with_recon(s, ReconcilerEvent.STALE),
+                    Step(StepKind.STALE, txn=t, note=note, by=i),
+                    self._with_recon(s, ReconcilerEvent.STALE, i=i),
                 )
+            elif result is SealResult.SEALED:
+                s2 = self._with_owner(s, t, _owner(o, pending_tombstone=True))
+                s2 = self._with_recon(s2, ReconcilerEvent.SEAL, t, r.generation, i)
+                yield Step(StepKind.SEAL, txn=t, note=str(r.generation), by=i), s2
+            elif Mistake.ALREADY_SEALED_APPENDS_BLINDLY in m:
+                # the answer taken as licence: ABORTED appended at once, unfolded
+                s2 = self._with_journal(s, t, _append(s.journal[t], LeaseState.ABORTED))
+                s2 = self._with_recon(s2, ReconcilerEvent.FOUND_SEALED, t, r.generation, i)
+                s2 = self._with_recon(s2, ReconcilerEvent.APPEND_ABORTED, i=i)
+                note = ", and it appends ABORTED at once, without folding the lease"
+                yield Step(StepKind.FOUND_SEALED, txn=t, note=note, by=i), s2
+            else:  # sealed by another reconciler: abort (through the fold), no second seal
+                s2 = self._with_recon(s, ReconcilerEvent.FOUND_SEALED, t, r.generation, i)
+                yield Step(StepKind.FOUND_SEALED, txn=t, by=i), s2
+        elif r.pc is ReconcilerPc.CHECKED:
+            t = r.txn
+            o = s.owner[t]
+            s2 = self._with_owner(s, t, _owner(o, pending_tombstone=True))
+            s2 = self._with_recon(s2, ReconcilerEvent.WRITE_TOMBSTONE, t, r.generation, i)
+            note = (
+                f" (the owner now shows {o.record.state.value}, generation {o.record.generation})"
+            )
+            yield Step(StepKind.WRITE_TOMBSTONE, txn=t, note=note, by=i), s2
         elif r.pc is ReconcilerPc.RECORDING:
             # reached only once the CONFLICT record is durable: the lock held
             # every journal user back until the fsync, and a crash resets the pc
@@ -922,17 +1003,26 @@ class Model:
             o = s.owner[t]
             s2 = self._with_owner(s, t, _owner(o, reported=self._reportable(s, slot, o)))
             yield (
-                Step(StepKind.REPORT_CONFLICT, txn=t, slot=slot),
-                self._with_recon(s2, ReconcilerEvent.REPORT_CONFLICT),
+                Step(StepKind.REPORT_CONFLICT, txn=t, slot=slot, by=i),
+                self._with_recon(s2, ReconcilerEvent.REPORT_CONFLICT, i=i),
             )
         else:
             t = r.txn
             key = (r.pc, ReconcilerEvent.APPEND_ABORTED)
             if key in self.reconciler_machine.table:
-                s2 = self._with_journal(s, t, self._journal_step(s.journal[t], LeaseAction.ABORT))
+                txn = s.journal[t]
+                note = ""
+                if (txn.state, LeaseAction.ABORT) in lease.LEASE_TRANSITIONS:
+                    txn2 = self._journal_step(txn, LeaseAction.ABORT)
+                    if txn2 is txn:
+                        note = " (already ABORTED: the fold appends nothing)"
+                else:  # the journal refuses ABORTED after COMMITTED
+                    txn2 = txn
+                    note = f" (refused: the lease is {txn.state.value})"
+                s2 = self._with_journal(s, t, txn2)
                 yield (
-                    Step(StepKind.ABORT, txn=t),
-                    self._with_recon(s2, ReconcilerEvent.APPEND_ABORTED),
+                    Step(StepKind.ABORT, txn=t, note=note, by=i),
+                    self._with_recon(s2, ReconcilerEvent.APPEND_ABORTED, i=i),
                 )
 
     @staticmethod
@@ -944,8 +1034,8 @@ class Model:
         """
         return slot if s.files[slot].status is not FileStatus.DELETED else o.reported
 
-    def _conflict(
-        self, s: SystemState, t: int, kind: ObservationKind, d: Decision
+    def _conflict(  # noqa: PLR0913 - the reconciler's index last
+        self, s: SystemState, t: int, kind: ObservationKind, d: Decision, i: int = 0
     ) -> tuple[Step, SystemState]:
         """Row 2: journal the observed identity, report once durable (see :mod:`reconcile`)."""
         o, txn = s.owner[t], s.journal[t]
@@ -954,17 +1044,19 @@ class Model:
         head = f"{kind.value} ({artifact_name(slot)}) -> {d.status.value}"
         if Mistake.CONFLICT_LEAVES_OBSERVED_UNPROTECTED in self.mistakes:
             s2 = self._with_owner(s, t, _owner(o, reported=self._reportable(s, slot, o)))
-            s2 = self._with_recon(s2, ReconcilerEvent.RESOLVE)
-            return Step(StepKind.OBSERVE, txn=t, note=f"{head}, reported, nothing journalled"), s2
+            s2 = self._with_recon(s2, ReconcilerEvent.RESOLVE, i=i)
+            note = f"{head}, reported, nothing journalled"
+            return Step(StepKind.OBSERVE, txn=t, note=note, by=i), s2
         if (txn.conflict, txn.conflict_digest) == (slot, digest):
             # already journalled (and durable: nothing is volatile here): report again
             s2 = self._with_owner(s, t, _owner(o, reported=self._reportable(s, slot, o)))
-            s2 = self._with_recon(s2, ReconcilerEvent.RESOLVE)
-            return Step(StepKind.OBSERVE, txn=t, note=f"{head}, already journalled"), s2
+            s2 = self._with_recon(s2, ReconcilerEvent.RESOLVE, i=i)
+            return Step(StepKind.OBSERVE, txn=t, note=f"{head}, already journalled", by=i), s2
         txn2 = JournalTxn(txn.durable, txn.volatile, txn.intent, slot, digest, True, txn.expired)
-        s2 = self._with_recon(self._with_journal(s, t, txn2), ReconcilerEvent.RECORD_CONFLICT, t)
+        s2 = self._with_journal(s, t, txn2)
+        s2 = self._with_recon(s2, ReconcilerEvent.RECORD_CONFLICT, t, i=i)
         note = f"{head}: appends CONFLICT naming it (not yet fsynced)"
-        return Step(StepKind.OBSERVE, txn=t, note=note), s2
+        return Step(StepKind.OBSERVE, txn=t, note=note, by=i), s2
 
     def _gc(self, s: SystemState) -> Iterator[tuple[Step, SystemState]]:
         m = self.mistakes
@@ -1112,7 +1204,7 @@ class Model:
             owner=owners,
             publishers=(PUBLISHER_MACHINE.initial,) * n,
             removers=(REMOVER_MACHINE.initial,) * n,
-            reconciler=Reconciler(),
+            reconcilers=(Reconciler(),) * len(s.reconcilers),
             gc_plan=None,
             counter=0,
         )

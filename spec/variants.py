@@ -220,6 +220,32 @@ _ROWS: tuple[Variant, ...] = (
         "only from a fresh PREPARED record; an id already in the journal is never "
         "sent again (prepare refuses it), and its state is the journal's.",
     ),
+    Variant(
+        "client-side-generation",
+        _M.CLIENT_SIDE_GENERATION,
+        "S3 tombstone before abort",
+        "The reconciler saw the id absent, read the owner's generation again itself, "
+        "found it unchanged and then wrote the tombstone with a plain write. The "
+        "publish still in flight landed between that read and the write, so the "
+        "tombstone sits beside a visible reference and ABORTED ends a lease whose "
+        "reference the owner shows. Fix: the owner seals by compare-and-set on the "
+        "observed generation (a publish in between makes the seal stale), inside a "
+        "fence that holds the id's publishes back; a second read on the client is "
+        "neither.",
+    ),
+    Variant(
+        "two-reconcilers",
+        _M.ALREADY_SEALED_APPENDS_BLINDLY,
+        "S5 one terminal event",
+        "Two reconcilers worked on the same PREPARED lease at once. Both saw it absent "
+        "and the first sealed it; meanwhile the lease was settled (by the publisher or "
+        "by the first reconciler). The second's seal answered already_sealed, and it took "
+        "that answer as licence to append ABORTED at once, without folding the lease "
+        "under the lock: a second terminal event. Fix: every append goes through the "
+        "journal's fold, so the second reconciler finds the lease already ABORTED and "
+        "appends nothing (already_aborted).",
+        faults=("concurrent_reconcilers",),
+    ),
 )
 
 #: name -> variant, in the order SPEC.md lists them.

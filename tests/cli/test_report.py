@@ -14,7 +14,7 @@ import attrs
 import pytest
 from toolswap.faultinject.mutants import mutant_named
 from toolswap.spec import explorer, lease, variants
-from toolswap.spec.system import Bounds, Step, StepKind
+from toolswap.spec.system import Bounds, JournalTxn, Model, Step, StepKind
 
 from toolswap.cli import main
 from toolswap.errors import CorruptStateError
@@ -254,3 +254,37 @@ def test_report_errors_are_one_line_and_exit_2_before_any_work(
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and message in err
     assert not (tmp_path / "r.html").exists()
+
+
+def test_every_kind_of_step_has_a_named_actor() -> None:
+    assert sorted(model.ACTORS) == sorted(k.name for k in StepKind)
+
+
+def test_the_second_reconciler_is_named_in_its_steps_and_its_facts() -> None:
+    t = _timeline("two-reconcilers")
+    actors = {s.actor for s in t.steps}
+    assert {"reconciler", "reconciler 2"} <= actors
+    facts = [f.text for s in t.steps for f in s.volatile]
+    assert any(text.startswith("reconciler 2: observed t1") for text in facts)
+
+
+def test_an_expired_lease_is_a_fact_of_the_timeline() -> None:
+    expiry = [f.text for s in _timeline("prepared-lease-expires").steps for f in s.durable]
+    assert "t1: now is past its retain_until" in expiry
+
+
+@pytest.mark.parametrize("unsynced", [False, True])
+def test_a_conflict_record_is_durable_only_once_fsynced(unsynced: bool) -> None:
+    m = Model(Bounds(artifacts=1, transactions=1))
+    txn = JournalTxn(
+        durable=(lease.LeaseState.PREPARED,),
+        intent=1,
+        conflict=0,
+        conflict_digest=5,
+        conflict_volatile=unsynced,
+    )
+    s = attrs.evolve(m.initial(), journal=(txn,))
+    durable, volatile = model.split_facts(m, s, None)
+    text = "journal t1: CONFLICT, the owner names tool_result_001.txt"
+    assert text in [f.text for f in (volatile if unsynced else durable)]
+    assert text not in [f.text for f in (durable if unsynced else volatile)]

@@ -151,7 +151,7 @@ def test_a_key_that_forgets_the_publishers_is_caught(
             s.owner,
             (s.publishers[0],) * len(s.publishers),
             s.removers,
-            s.reconciler,
+            s.reconcilers,
             s.gc_plan,
             s.counter,
             s.rejected,

@@ -575,7 +575,7 @@ padding:.05rem .4rem;
 background:#eef1f5;color:#3a4657}
 .actor-publisher .actor-tag{background:#e3eefb;color:#1f5fa8}
 .actor-owner .actor-tag{background:#e7f5ec;color:#1d7a46}
-.actor-reconciler .actor-tag{background:#fff4de;color:#9a6200}
+.actor-reconciler .actor-tag,.actor-reconciler-2 .actor-tag{background:#fff4de;color:#9a6200}
 .actor-GC .actor-tag{background:#fbe9f1;color:#a3245f}
 .actor-remover .actor-tag{background:#eaf6f6;color:#1b6f70}
 .actor-crash .actor-tag,.actor-fault .actor-tag,.actor-session .actor-tag,.actor-network .actor-tag

@@ -42,6 +42,7 @@ from toolswap.spec import explorer, invariants, system, variants
 from ..errors import CorruptStateError, UsageError
 
 __all__ = [
+    "ACTORS",
     "Fact",
     "CorrectStep",
     "StepView",
@@ -73,12 +74,13 @@ __all__ = [
 
 Progress = Callable[[str], None]
 
-# Who takes each kind of step, for the timeline's actor column.
-_ACTORS = {
+# Who takes each kind of step, for the timeline's actor column (every StepKind: a test checks).
+ACTORS = {
     "EXTERNALIZE": "externalizer",
     "OVERWRITE": "externalizer",
     "FSYNC_ARTIFACT": "externalizer",
     "TICK": "clock",
+    "EXPIRE": "clock",
     "TAMPER": "fault",
     "PREPARE": "publisher",
     "JOURNAL_FSYNC": "journal",
@@ -89,6 +91,8 @@ _ACTORS = {
     "REFUSE": "owner",
     "DROP": "network",
     "COMMIT": "publisher",
+    "ABORT_ON_ERROR": "publisher",
+    "REPLAY": "publisher",
     "REMOVE_ACK": "remover",
     "REMOVE_LOST_ACK": "remover",
     "RELEASE": "remover",
@@ -97,6 +101,11 @@ _ACTORS = {
     "OBSERVE": "reconciler",
     "SEAL": "reconciler",
     "STALE": "reconciler",
+    "FOUND_SEALED": "reconciler",
+    "CHECK_GENERATION": "reconciler",
+    "WRITE_TOMBSTONE": "reconciler",
+    "REPORT_CONFLICT": "reconciler",
+    "FOREIGN_PUBLISH": "fault",
     "TOMBSTONE_DURABLE": "owner",
     "ABORT": "reconciler",
     "GC_PLAN": "GC",
@@ -104,6 +113,11 @@ _ACTORS = {
     "SESSION_END": "session",
     "CRASH": "crash",
 }
+
+
+def _actor(step: Any) -> str:
+    actor = ACTORS[step.kind.name]
+    return f"{actor} {step.by + 1}" if actor == "reconciler" and step.by else actor
 
 
 @attrs.frozen
@@ -357,6 +371,12 @@ def _facts(model: Any, s: Any) -> Iterator[Fact]:
         if txn.volatile:
             text = f"journal {tn}: + " + " → ".join(r.value for r in txn.volatile)
             yield Fact("journal", ("appended", t, txn.durable, txn.volatile), text)
+        if txn.conflict >= 0:
+            where = system.artifact_name(txn.conflict)
+            text = f"journal {tn}: CONFLICT, the owner names {where}"
+            yield Fact("journal", ("conflict", t, txn.conflict, txn.conflict_digest), text)
+        if txn.expired:
+            yield Fact("journal", ("expired", t), f"{tn}: now is past its retain_until")
     for t, o in enumerate(s.owner):
         tn = system.txn_name(t)
         if o.record.generation or o.record.state.name != "ABSENT":
@@ -372,10 +392,11 @@ def _facts(model: Any, s: Any) -> Iterator[Fact]:
     for t, pc in enumerate(s.removers):
         if pc.name != "IDLE":
             yield Fact("actor", ("remover", t, pc), f"remover {system.txn_name(t)}: {pc.value}")
-    r = s.reconciler
-    if r.pc.name != "IDLE":
-        text = f"reconciler: {r.pc.value} {system.txn_name(r.txn)} (generation {r.generation})"
-        yield Fact("actor", ("reconciler", r), text)
+    for i, r in enumerate(s.reconcilers):
+        if r.pc.name != "IDLE":
+            who = f"reconciler {i + 1}" if i else "reconciler"
+            text = f"{who}: {r.pc.value} {system.txn_name(r.txn)} (generation {r.generation})"
+            yield Fact("actor", ("reconciler", i, r), text)
     if s.gc_plan is not None:
         yield Fact("actor", ("gc", s.gc_plan), f"GC holds a plan of {len(s.gc_plan)} deletion(s)")
     if s.counter:
@@ -480,7 +501,7 @@ def timeline(variant: Any, bounds: Any, report: Any) -> Timeline:
         steps.append(
             StepView(
                 number=number,
-                actor=_ACTORS.get(step.kind.name, "system"),
+                actor=_actor(step),
                 action=taken.describe(),
                 durable=durable,
                 volatile=volatile,
