@@ -10,6 +10,11 @@ Crash explorer: crash states per second over a fixed set of scenarios, with
 the simulated disk's path cache (the default) and, as the baseline, with the
 cache emptied before every lookup (what path resolution cost before it).
 
+Default bounds against the explorer before wave 2's speed work: the spec
+folder of commit ``7dc0ff8`` (taken from git, so this pair needs a clone with
+history) and this tree's, each explored in a fresh interpreter.  Both must
+find the same states and transitions; read the ratio of the two times.
+
 No timing is asserted; run with ``python -m pytest benchmarks/test_bench_explorer.py
 --benchmark-only``.  The 3-transaction bound takes minutes unreduced: it runs
 only with ``TOOLSWAP_BENCH_LARGE=1``.
@@ -17,8 +22,13 @@ only with ``TOOLSWAP_BENCH_LARGE=1``.
 
 from __future__ import annotations
 
+import io
 import os
+import subprocess
+import sys
+import tarfile
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -103,3 +113,63 @@ def test_crash_explorer_uncached_paths_baseline(
     monkeypatch.setattr(disk_module, "_split_path", split_uncached)
     monkeypatch.setattr(disk_module, "_path_parts", parts_uncached)
     _crash(benchmark)
+
+
+# -- default bounds: this tree against the explorer of commit 7dc0ff8 --------------------------
+
+REPO = Path(__file__).resolve().parent.parent
+BASELINE_COMMIT = "7dc0ff8"  # the explorer as issue 16 found it (about 18 s on this machine)
+_EXPLORE = """
+import sys, time
+sys.path.insert(0, sys.argv[1])
+from spec import explorer, system
+started = time.process_time()
+report = explorer.explore(system.Model(system.Bounds()))
+print(report.states, report.transitions, report.ok, time.process_time() - started)
+"""
+
+
+@pytest.fixture(scope="module")
+def baseline_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    try:
+        archive = subprocess.run(
+            ["git", "-C", str(REPO), "archive", BASELINE_COMMIT, "spec"],
+            check=True,
+            capture_output=True,
+        ).stdout
+    except (OSError, subprocess.CalledProcessError) as exc:
+        pytest.skip(f"commit {BASELINE_COMMIT} is not available here: {exc}")
+    root = tmp_path_factory.mktemp("baseline")
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(root, filter="data")
+    return root
+
+
+_COUNTS: dict[str, tuple[int, int]] = {}  # which tree -> (states, transitions)
+
+
+def _explore_in(benchmark: Any, root: Path, tree: str) -> None:
+    def run() -> list[str]:
+        out = subprocess.run(
+            [sys.executable, "-c", _EXPLORE, str(root)], check=True, capture_output=True, text=True
+        )
+        return out.stdout.split()
+
+    states, transitions, ok, seconds = benchmark.pedantic(run, rounds=1, iterations=1)
+    assert ok == "True"
+    benchmark.extra_info.update(
+        states=int(states), transitions=int(transitions), cpu_seconds=round(float(seconds), 2)
+    )
+    _COUNTS[tree] = (int(states), int(transitions))
+    # whichever of the pair runs second checks that both explored the same model
+    assert len(set(_COUNTS.values())) == 1, _COUNTS
+
+
+@pytest.mark.benchmark(group="spec-explorer-default-bounds")
+def test_spec_explorer_default_bounds(benchmark: Any, baseline_root: Path) -> None:
+    _explore_in(benchmark, REPO, "this tree")
+
+
+@pytest.mark.benchmark(group="spec-explorer-default-bounds")
+def test_spec_explorer_default_bounds_7dc0ff8_baseline(benchmark: Any, baseline_root: Path) -> None:
+    _explore_in(benchmark, baseline_root, BASELINE_COMMIT)

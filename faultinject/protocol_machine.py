@@ -179,7 +179,7 @@ def owner_kind(record: spec_owner.OwnerRecord) -> str:
 def tombstone_first(record: spec_owner.OwnerRecord) -> spec_owner.OwnerRecord:
     """The record after ``remove`` of an id, for a publish that must then be refused (O3, O4)."""
     if owner_kind(record) == "tombstone":
-        return attrs.evolve(record, state=spec_owner.OwnerState.TOMBSTONED)
+        return record._replace(state=spec_owner.OwnerState.TOMBSTONED)
     return spec_owner.OwnerRecord(
         state=spec_owner.OwnerState.TOMBSTONED,
         generation=record.generation + 1,

@@ -46,6 +46,7 @@ from typing import Any, Generic, TypeVar
 import attrs
 
 from .errors import IllegalTransition
+from .identity_enum import IdentityEnum
 
 __all__ = [
     "FileStatus",
@@ -92,21 +93,21 @@ class Machine(Generic[S, E]):
             raise IllegalTransition(self.name, state, event) from None
 
 
-class FileStatus(enum.Enum):
+class FileStatus(IdentityEnum):
     NONE = "none"
     VOLATILE = "volatile"
     PRESENT = "present"
     DELETED = "deleted"
 
 
-class FileEvent(enum.Enum):
+class FileEvent(IdentityEnum):
     WRITE = "write"
     FSYNC = "fsync"
     DELETE = "delete"
     CRASH = "crash"
 
 
-class PublisherPc(enum.Enum):
+class PublisherPc(IdentityEnum):
     IDLE = "idle"
     PREPARING = "preparing"
     SENT = "sent"
@@ -115,7 +116,7 @@ class PublisherPc(enum.Enum):
     FAILED = "failed"  # only the uncertain-error-is-rejection mistake gets here
 
 
-class PublisherEvent(enum.Enum):
+class PublisherEvent(IdentityEnum):
     PREPARE = "prepare"
     SEND = "send"
     REJECTED = "rejected"
@@ -126,13 +127,13 @@ class PublisherEvent(enum.Enum):
     REPLAY = "replay"  # mistake only
 
 
-class RemoverPc(enum.Enum):
+class RemoverPc(IdentityEnum):
     IDLE = "idle"
     REMOVED = "removed"
     RELEASED_FIRST = "released_first"  # only the release-before-remove mistake gets here
 
 
-class RemoverEvent(enum.Enum):
+class RemoverEvent(IdentityEnum):
     REMOVE_ACK = "remove_ack"
     REMOVE_ERROR = "remove_error"
     RELEASE = "release"
@@ -140,7 +141,7 @@ class RemoverEvent(enum.Enum):
     REMOVE_AFTER = "remove_after"  # mistake only
 
 
-class ReconcilerPc(enum.Enum):
+class ReconcilerPc(IdentityEnum):
     IDLE = "idle"
     OBSERVED = "observed"
     SEALING = "sealing"
@@ -149,7 +150,7 @@ class ReconcilerPc(enum.Enum):
     CHECKED = "checked"  # only the client-side-generation mistake gets here
 
 
-class ReconcilerEvent(enum.Enum):
+class ReconcilerEvent(IdentityEnum):
     RESOLVE = "resolve"  # committed / aborted (sealed) / pending_* inside the fence
     OBSERVE_ABSENT = "observe_absent"
     SEAL = "seal"
@@ -163,12 +164,12 @@ class ReconcilerEvent(enum.Enum):
     WRITE_TOMBSTONE = "write_tombstone"  # mistake only
 
 
-class GcPc(enum.Enum):
+class GcPc(IdentityEnum):
     IDLE = "idle"
     PLANNED = "planned"
 
 
-class GcEvent(enum.Enum):
+class GcEvent(IdentityEnum):
     PLAN = "plan"
     APPLY = "apply"
 

@@ -42,10 +42,11 @@ path outside (S7).  Time enters as an argument (``now``), never as a clock.
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Callable, Sequence
 
 import attrs
+
+from .identity_enum import IdentityEnum
 
 __all__ = [
     "EntryKind",
@@ -63,7 +64,7 @@ __all__ = [
 ]
 
 
-class EntryKind(enum.Enum):
+class EntryKind(IdentityEnum):
     """What ``lstat`` says an entry is."""
 
     REGULAR = "regular"
@@ -72,7 +73,7 @@ class EntryKind(enum.Enum):
     OTHER = "other"
 
 
-class PlanStatus(enum.Enum):
+class PlanStatus(IdentityEnum):
     """Plan statuses (docs/design.md section 7)."""
 
     RETAINED_REFERENCED = "retained_referenced"
@@ -85,7 +86,7 @@ class PlanStatus(enum.Enum):
     PLANNED_DELETE = "planned_delete"
 
 
-class ApplyStatus(enum.Enum):
+class ApplyStatus(IdentityEnum):
     """Apply outcomes for a ``planned_delete`` entry."""
 
     DELETED = "deleted"

@@ -39,6 +39,7 @@ docs: S1 ... S7 and L1.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 from . import lease
@@ -139,7 +140,13 @@ def s4_remove_before_release(model: Model, s: SystemState) -> str | None:
 
 def s5_one_terminal_event(model: Model, s: SystemState) -> str | None:
     """S5 one terminal event."""
-    for t, txn in enumerate(s.journal):
+    return _more_than_one_terminal_event(s.journal)
+
+
+# S5 reads the journal alone, which takes a few dozen values in a whole exploration
+@functools.cache
+def _more_than_one_terminal_event(journal: tuple[JournalTxn, ...]) -> str | None:
+    for t, txn in enumerate(journal):
         resolutions = sum(1 for r in txn.records if lease.is_resolution(r))
         releases = txn.records.count(LeaseState.RELEASED)
         if resolutions > 1 or releases > 1:

@@ -34,11 +34,11 @@ picture cannot drift from the code.
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 
 from .errors import IllegalTransition
+from .identity_enum import IdentityEnum
 
 __all__ = [
     "LeaseState",
@@ -54,7 +54,7 @@ __all__ = [
 ]
 
 
-class LeaseState(enum.Enum):
+class LeaseState(IdentityEnum):
     """Where one transaction is, as folded from its journal records."""
 
     NEW = "new"
@@ -64,7 +64,7 @@ class LeaseState(enum.Enum):
     RELEASED = "RELEASED"
 
 
-class LeaseAction(enum.Enum):
+class LeaseAction(IdentityEnum):
     """What a caller asks the journal to do for one transaction."""
 
     PREPARE = "prepare"

@@ -35,13 +35,14 @@ happened" (no ABA).
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Mapping
 from types import MappingProxyType
+from typing import NamedTuple
 
 import attrs
 
 from .errors import IllegalTransition
+from .identity_enum import IdentityEnum
 
 __all__ = [
     "OwnerState",
@@ -58,7 +59,7 @@ __all__ = [
 ]
 
 
-class OwnerState(enum.Enum):
+class OwnerState(IdentityEnum):
     """What the owner durably holds for one transaction id."""
 
     ABSENT = "ABSENT"
@@ -66,7 +67,7 @@ class OwnerState(enum.Enum):
     TOMBSTONED = "TOMBSTONED"
 
 
-class OwnerAction(enum.Enum):
+class OwnerAction(IdentityEnum):
     """A request to the owner about one transaction id."""
 
     PUBLISH = "publish"
@@ -74,7 +75,7 @@ class OwnerAction(enum.Enum):
     SEAL = "seal"
 
 
-class OwnerResult(enum.Enum):
+class OwnerResult(IdentityEnum):
     """How the owner answered a legal request."""
 
     APPLIED = "applied"  # the state changed; the generation advanced
@@ -82,7 +83,7 @@ class OwnerResult(enum.Enum):
     REFUSED = "refused"  # a tombstone refuses the write; nothing written
 
 
-class ObservedState(enum.Enum):
+class ObservedState(IdentityEnum):
     """What a fenced observation reports."""
 
     PUBLISHED = "PUBLISHED"
@@ -90,7 +91,7 @@ class ObservedState(enum.Enum):
     UNKNOWN = "UNKNOWN"
 
 
-class SealResult(enum.Enum):
+class SealResult(IdentityEnum):
     """The answer to a seal (CAS on the observed generation)."""
 
     SEALED = "sealed"  # tombstone written now
@@ -119,8 +120,7 @@ OWNER_TRANSITIONS: Mapping[tuple[OwnerState, OwnerAction], tuple[OwnerState, Own
 )
 
 
-@attrs.frozen(cache_hash=True)
-class OwnerRecord:
+class OwnerRecord(NamedTuple):
     """One transaction id's record: state, generation and the stored digest (0: none)."""
 
     state: OwnerState = OwnerState.ABSENT

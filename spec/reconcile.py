@@ -43,13 +43,13 @@ is a second, smaller table.
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Mapping
 from types import MappingProxyType
 
 import attrs
 
 from .errors import IllegalTransition
+from .identity_enum import IdentityEnum
 from .lease import LeaseAction, LeaseState
 from .owner import Observation, ObservedState, SealResult
 
@@ -65,7 +65,7 @@ __all__ = [
 ]
 
 
-class ObservationKind(enum.Enum):
+class ObservationKind(IdentityEnum):
     """An observation reduced to the cases the decision table distinguishes."""
 
     PUBLISHED_MATCH = "PUBLISHED, identity matches"
@@ -75,7 +75,7 @@ class ObservationKind(enum.Enum):
     ABSENT_SEALED = "ABSENT, already sealed"
 
 
-class ReconcileStatus(enum.Enum):
+class ReconcileStatus(IdentityEnum):
     """The status a reconciliation report carries."""
 
     COMMITTED = "committed"

@@ -74,10 +74,9 @@ a reported conflict to be resolved.
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Iterator, Mapping
 from types import MappingProxyType
-from typing import Any
+from typing import Any, NamedTuple
 
 import attrs
 
@@ -106,6 +105,7 @@ from .actors import (
     RemoverPc,
 )
 from .errors import BadBounds, IllegalTransition
+from .identity_enum import IdentityEnum
 from .lease import LeaseAction, LeaseState
 from .owner import OwnerAction, OwnerRecord, OwnerResult, OwnerState, SealResult
 from .reconcile import Decision, ObservationKind, after_seal, classify_observation, decide
@@ -133,7 +133,7 @@ TTL = 1
 TAMPER_OFFSET = 100
 
 
-class Mistake(enum.Enum):
+class Mistake(IdentityEnum):
     """One protocol rule switched off (see :mod:`variants`)."""
 
     PUBLISH_BEFORE_PREPARED_DURABLE = "publish before PREPARED is durable"
@@ -234,11 +234,11 @@ def _bound_value(key: str, raw: str, default: object) -> int | bool:
     return int(raw)
 
 
-# The parts below are frozen with ``cache_hash``: successor states share their
-# unchanged parts, so each part's hash is computed once instead of once per
-# successor (about an eighth of the explorer's time).
-@attrs.frozen(cache_hash=True)
-class FileSlot:
+# The parts below are named tuples: their hash and ``==`` run in C, with no
+# Python call per part (the visited-set look-up of every successor hashes and
+# compares them all).  Parts of different kinds never meet in one comparison:
+# each sits at its own place in :class:`SystemState`.
+class FileSlot(NamedTuple):
     """One artifact name: status, content version (writes so far), aged, altered."""
 
     status: FileStatus = FileStatus.NONE
@@ -255,8 +255,7 @@ class FileSlot:
         return self.status in (FileStatus.VOLATILE, FileStatus.PRESENT)
 
 
-@attrs.frozen(cache_hash=True)
-class JournalTxn:
+class JournalTxn(NamedTuple):
     """One transaction's journal records: durable, then volatile; the intent's digest.
 
     ``conflict`` is the artifact slot a CONFLICT record names (-1: none), with
@@ -293,8 +292,7 @@ class JournalTxn:
         return self.durable[-1] if self.durable else LeaseState.NEW
 
 
-@attrs.frozen(cache_hash=True)
-class OwnerSlot:
+class OwnerSlot(NamedTuple):
     """The owner's record for one transaction id, a tombstone in progress, a request in flight.
 
     ``names``: the artifact slot the PUBLISHED reference names when another
@@ -310,14 +308,13 @@ class OwnerSlot:
     reported: int = -1
 
 
-@attrs.frozen(cache_hash=True)
-class Reconciler:
+class Reconciler(NamedTuple):
     pc: ReconcilerPc = ReconcilerPc.IDLE
     txn: int = -1
     generation: int = 0
 
 
-class TargetKind(enum.Enum):
+class TargetKind(IdentityEnum):
     ARTIFACT = "artifact"
     FOREIGN_ENTRY = "foreign entry"
     MEMORY_PATH = "memory path"
@@ -330,12 +327,11 @@ class PlanTarget:
     facts: cleanup.FileFacts | None = None
 
 
-@attrs.frozen(hash=False)
-class SystemState:
+class SystemState(NamedTuple):
     """The whole system (see the module docstring for what is durable).
 
-    Its hash (below) is the explorer's hottest call; it is not cached because
-    the explorer hashes each state once.
+    A named tuple like its parts: the explorer hashes and compares one per
+    transition, and a tuple's hash and ``==`` run in C.
     """
 
     files: tuple[FileSlot, ...]
@@ -354,27 +350,8 @@ class SystemState:
         """The first reconciler (the only one unless ``Bounds.concurrent_reconcilers``)."""
         return self.reconcilers[0]
 
-    def __hash__(self) -> int:
-        # Program counters are enum members, which are singletons compared by
-        # identity: hashing their ids is consistent with ``==`` and skips
-        # Enum.__hash__, a Python-level call per member.
-        return hash(
-            (
-                self.files,
-                self.journal,
-                self.owner,
-                tuple(map(id, self.publishers)),
-                tuple(map(id, self.removers)),
-                self.reconcilers,
-                self.gc_plan,
-                self.counter,
-                self.rejected,
-                self.outside_touched,
-            )
-        )
 
-
-class StepKind(enum.Enum):
+class StepKind(IdentityEnum):
     """Every kind of step, with the sentence :meth:`Step.describe` fills in."""
 
     EXTERNALIZE = "externalizer writes {a} (not yet fsynced)"
@@ -598,6 +575,17 @@ class Model:
 
     bounds: Bounds = Bounds()
     mistakes: frozenset[Mistake] = frozenset()
+    # The GC's plan and apply depend only on the files, the journal and the
+    # "touched outside" ghost, which few states tell apart (about 1,700 of the
+    # default bounds' 180,000): each is computed once per distinct triple.
+    _gc_steps: dict[tuple[object, ...], tuple[Step, SystemState] | None] = attrs.field(
+        factory=dict, init=False, repr=False, eq=False, hash=False
+    )
+    # What a crash keeps of the files, the journal and the owner, likewise: each
+    # part takes a few dozen values, and every state has a crash successor.
+    _crashed: dict[tuple[object, ...], tuple[object, ...]] = attrs.field(
+        factory=dict, init=False, repr=False, eq=False, hash=False
+    )
 
     # ----------------------------------------------------------------- shape
     def artifact_of(self, txn: int) -> int:
@@ -761,7 +749,7 @@ class Model:
         """Now passes a protecting lease's ``retain_until`` (``Bounds.lease_expiry``)."""
         for t, txn in enumerate(s.journal):
             if not txn.expired and lease.protects(txn.state):
-                txn2 = attrs.evolve(txn, expired=True)
+                txn2 = txn._replace(expired=True)
                 note = f"the lease is {txn.state.value}"
                 yield Step(StepKind.EXPIRE, txn=t, note=note), self._with_journal(s, t, txn2)
 
@@ -1059,6 +1047,25 @@ class Model:
         return Step(StepKind.OBSERVE, txn=t, note=note, by=i), s2
 
     def _gc(self, s: SystemState) -> Iterator[tuple[Step, SystemState]]:
+        key = (s.gc_plan, s.files, s.journal, s.outside_touched)
+        try:
+            found = self._gc_steps[key]
+        except KeyError:
+            found = self._gc_steps[key] = next(self._gc_step(s), None)
+        if found is not None:
+            step, after = found
+            yield (
+                step,
+                _evolve(
+                    s,
+                    files=after.files,
+                    gc_plan=after.gc_plan,
+                    outside_touched=after.outside_touched,
+                ),
+            )
+
+    def _gc_step(self, s: SystemState) -> Iterator[tuple[Step, SystemState]]:
+        """The GC's one enabled step: it reads and writes only the fields ``_gc`` keys on."""
         m = self.mistakes
         if s.gc_plan is None:
             targets: list[PlanTarget] = []
@@ -1181,33 +1188,44 @@ class Model:
 
     def crash(self, s: SystemState) -> SystemState:
         """Keep only durable state, then recover: the journal is re-read, every actor restarts."""
-        files = tuple(FileSlot() if f.status is FileStatus.VOLATILE else f for f in s.files)
-        journal = tuple(
-            JournalTxn(
-                txn.durable,
-                (),
-                txn.intent if txn.durable else 0,
-                *((-1, 0) if txn.conflict_volatile else (txn.conflict, txn.conflict_digest)),
-                False,
-                txn.expired and bool(txn.durable),  # time does not go back; a lost lease has none
-            )
-            for txn in s.journal
-        )
-        owners = tuple(
-            _owner(o, pending_tombstone=False) if o.pending_tombstone else o for o in s.owner
-        )
         n = self.bounds.transactions
         return _evolve(
             s,
-            files=files,
-            journal=journal,
-            owner=owners,
+            files=self._crash_part(s.files, _crash_file),
+            journal=self._crash_part(s.journal, _crash_journal),
+            owner=self._crash_part(s.owner, _crash_owner),
             publishers=(PUBLISHER_MACHINE.initial,) * n,
             removers=(REMOVER_MACHINE.initial,) * n,
             reconcilers=(Reconciler(),) * len(s.reconcilers),
             gc_plan=None,
             counter=0,
         )
+
+    def _crash_part(self, part: tuple[Any, ...], keep: Any) -> Any:
+        try:
+            return self._crashed[part]
+        except KeyError:
+            kept = self._crashed[part] = tuple(keep(x) for x in part)
+            return kept
+
+
+def _crash_file(f: FileSlot) -> FileSlot:
+    return FileSlot() if f.status is FileStatus.VOLATILE else f
+
+
+def _crash_journal(txn: JournalTxn) -> JournalTxn:
+    return JournalTxn(
+        txn.durable,
+        (),
+        txn.intent if txn.durable else 0,
+        *((-1, 0) if txn.conflict_volatile else (txn.conflict, txn.conflict_digest)),
+        False,
+        txn.expired and bool(txn.durable),  # time does not go back; a lost lease has none
+    )
+
+
+def _crash_owner(o: OwnerSlot) -> OwnerSlot:
+    return _owner(o, pending_tombstone=False) if o.pending_tombstone else o
 
 
 def _target_name(model: Model, target: PlanTarget) -> str:

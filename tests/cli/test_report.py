@@ -283,7 +283,7 @@ def test_a_conflict_record_is_durable_only_once_fsynced(unsynced: bool) -> None:
         conflict_digest=5,
         conflict_volatile=unsynced,
     )
-    s = attrs.evolve(m.initial(), journal=(txn,))
+    s = m.initial()._replace(journal=(txn,))
     durable, volatile = model.split_facts(m, s, None)
     text = "journal t1: CONFLICT, the owner names tool_result_001.txt"
     assert text in [f.text for f in (volatile if unsynced else durable)]

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import attrs
 import pytest
 from toolswap.spec import invariants
 from toolswap.spec.actors import FileStatus, PublisherPc
@@ -36,8 +35,7 @@ def state(
     outside: bool = False,
 ) -> SystemState:
     """The base state with transaction t1 (on tool_result_001.txt) set as given."""
-    return attrs.evolve(
-        BASE,
+    return BASE._replace(
         files=(file, *BASE.files[1:]),
         journal=(JournalTxn(durable, volatile, 1 if durable or volatile else 0), *BASE.journal[1:]),
         owner=(OwnerSlot(OwnerRecord(owner, 1, 1), inflight=inflight), *BASE.owner[1:]),
@@ -114,7 +112,7 @@ CASES: list[tuple[str, Check, SystemState, SystemState]] = [
     (
         "S6",
         invariants.s6_append_only_evidence,
-        state(file=attrs.evolve(PRESENT, content=2)),
+        state(file=PRESENT._replace(content=2)),
         state(file=PRESENT),
     ),
     ("S7", invariants.s7_nothing_outside, state(outside=True), state()),
