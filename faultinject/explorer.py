@@ -34,7 +34,10 @@ Checked after every crash state:
 * **S2** at every publish call that may have written (it returned, or failed
   with anything but a rejection), the journal's *durable* bytes already held
   that transaction's PREPARED record.
-* **S3** an ABORTED transaction is tombstoned or was explicitly rejected by the owner.
+* **S3** an ABORTED transaction is tombstoned or was explicitly rejected by the owner;
+  and (``S3.buried``) no transaction whose publish the owner acknowledged
+  (``world.acknowledged``) is ABORTED: the tombstone must seal an absence,
+  not bury a reference written after the reconciler looked.
 * **S4** a RELEASED transaction's reference is gone from the owner and its
   tombstone is there (O4: a late replay cannot resurrect it).
 * **S5** at most one terminal record per transaction in the journal file.
@@ -77,8 +80,12 @@ entry in ``tool-results/`` that is not ours: bytes, or None for a directory),
 ``world.tamper(name, data)`` (an artifact's bytes changed behind toolswap's
 back), ``world.memory`` (transaction id ->
 the :class:`ArtifactMemoryReference` the agent's Memory keeps; a scenario may
-tamper with it) and ``world.journal``/``world.ext``/``world.owner``/
-``world.disk`` directly.  Errors listed in ``Scenario.expected_errors``, and
+tamper with it), ``world.acknowledged`` (transaction ids whose owner publish
+returned normally: ``world.publish`` adds them; a scenario that calls the
+owner itself adds its own) and ``world.journal``/``world.ext``/``world.owner``/
+``world.disk`` directly.  Another process at the same time is an owner handle
+that interleaves it (``_RacingPublish``, ``_FirstReconcilerWins``) passed to a
+second journal object on the same session.  Errors listed in ``Scenario.expected_errors``, and
 the "maybe written" errors an owner raised (whatever their type), end a run
 quietly; any other exception is reported as ``run_error``.
 
@@ -97,6 +104,7 @@ cannot show is skipped and reported (``ExplorationResult.skipped``).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import posixpath
@@ -104,13 +112,13 @@ import random
 import re
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
 import attrs
 
-from toolswap.cleanup import ArtifactCleanupPolicy
+from toolswap.cleanup import ArtifactCleanupPolicy, JournalRequiredError
 from toolswap.domain import (
     ArtifactMemoryReference,
     ArtifactReference,
@@ -120,11 +128,17 @@ from toolswap.domain import (
 )
 from toolswap.errors import CorruptStateError
 from toolswap.externalizer import ToolResultExternalizer
-from toolswap.journal import ArtifactRetentionJournal
+from toolswap.journal import (
+    ArtifactRetentionJournal,
+    DanglingReferenceError,
+    TransactionExistsError,
+)
 from toolswap.journal_format import Phase
 from toolswap.owner import (
     ArtifactPublicationRejected,
+    OwnerObservation,
     ReconcileStatus,
+    ReconciliationReport,
     owner_publisher,
     owner_remover,
 )
@@ -235,6 +249,7 @@ class World:
         self.claims: dict[str, ArtifactRetentionClaim] = {}
         self.shown: dict[str, str] = {}  # txn -> artifact name the owner holds behind our back
         self.conflicts_reported: set[str] = set()  # txns reconcile reported pending_conflict
+        self.acknowledged: set[str] = set()  # txns whose owner publish returned normally (S3)
         self.memory: dict[str, ArtifactMemoryReference] = {}
         self.foreign: dict[str, bytes | None] = {}  # path -> bytes (None: a directory), not ours
         self.tampered: dict[str, bytes] = {}  # artifact name -> the bytes written over it
@@ -276,7 +291,14 @@ class World:
         claim = self.claim_for(ref)
         self.claims[txn] = claim
         self.memory[txn] = ref.for_memory()
-        self.journal.publish_reference(claim, owner_publisher(self.owner, txn, claim), txn)
+        send = owner_publisher(self.owner, txn, claim)
+
+        def publisher() -> object:
+            value = send()
+            self.acknowledged.add(txn)  # the owner said it holds the reference (O1)
+            return value
+
+        self.journal.publish_reference(claim, publisher, txn)
 
     def remove(self, txn: str) -> None:
         self.journal.remove_reference(txn, owner_remover(self.owner, txn))
@@ -638,6 +660,216 @@ def _released_setup(world: World) -> None:
     world.memory["t3"] = attrs.evolve(world.memory["t3"], artifact_path=OUTSIDE)
 
 
+def _also_expecting(*errors: type[BaseException]) -> tuple[type[BaseException], ...]:
+    """The owner errors a scenario run may end with by default, plus ``errors``."""
+    default = attrs.fields(Scenario).expected_errors.default
+    assert isinstance(default, tuple)
+    return (*default, *errors)
+
+
+def _run_replay_after_restart(world: World) -> None:
+    """t2 is rejected (ABORTED); the publisher restarts and sends t2 again.
+
+    An explicit rejection leaves no tombstone, so the owner would take a second
+    send, under a lease that is ABORTED and protects nothing (S1).  The journal
+    must refuse the id before the publisher runs (``TransactionExistsError``).
+    """
+    ref = world.refs["tool_result_001.txt"]
+    world.arm("reject")
+    with contextlib.suppress(ArtifactPublicationRejected):
+        world.publish(ref, "t2")
+    world.journal = world.new_journal()  # the publisher restarts and forgot t2
+    world.publish(ref, "t2")
+
+
+def _run_publish_after_gc(world: World) -> None:
+    """GC deletes the orphan 001, then the agent publishes the reference it still holds.
+
+    ``prepare`` re-checks the artifact under the session lock, the lock GC
+    deletes under, and refuses (``DanglingReferenceError``): a reference to a
+    deleted file is never published (S1).
+    """
+    world.gc()
+    world.publish(world.refs["tool_result_001.txt"], "t1")
+
+
+def _raw_gc_setup(world: World) -> None:
+    """t1 is COMMITTED for 001; t2 is PREPARED for 002, and the owner already shows it."""
+    world.publish(world.externalize(), "t1")
+    world.prepare(world.externalize(), "t2")
+    world.hold("t2", world.claims["t2"])
+
+
+def _run_raw_gc(world: World) -> None:
+    """Raw-claims cleanup with the claims the caller knows: its committed reference t1.
+
+    Raw claims cannot see t2's PREPARED lease; while the session has a lease
+    journal, raw cleanup must refuse (``JournalRequiredError``) and delete nothing.
+    """
+    policy = ArtifactCleanupPolicy(orphan_ttl_seconds=TTL, max_deletions=100, dry_run=False)
+    claims = [world.claims["t1"]]
+    plan = world.ext.plan_cleanup(claims, policy=policy, now=FAR)
+    world.ext.apply_cleanup(plan, claims=claims, now=FAR)
+
+
+# -- another process at the same time: a racing publish, a second reconciler --------------------
+
+
+class _RacingObservation:
+    """An observation whose ``seal_absence`` is a write the racing publish may precede."""
+
+    def __init__(self, inner: OwnerObservation, race: _RacingPublish) -> None:
+        self._inner = inner
+        self._race = race
+        self.transaction_id = inner.transaction_id
+        self.state = inner.state
+        self.source_id = inner.source_id
+        self.content_sha256 = inner.content_sha256
+        self.generation = inner.generation
+        self.sealed = inner.sealed
+
+    def seal_absence(self) -> bool:
+        self._race.writing(self.transaction_id)
+        return self._inner.seal_absence()
+
+
+class _RacingPublish:
+    """The owner as a reconciler sees it while another process's publish of ``txn`` races it.
+
+    The other process's request lands as late as the owner lets it before the
+    reconciler's first write to the id (a seal or a ``remove``): right before
+    that write if no fence on the id is open, or else -- O5 holds the publish
+    back while the fence is open -- right after the fence closes.  With
+    ``early`` it lands as soon as the reconciler's first fence on the id
+    closes instead.  If neither happens, it lands when :meth:`land` is called.
+    A crash before it landed means it was never sent.  Only protocol calls
+    reach the owner (any owner source can race), through ``world.owner``.
+    """
+
+    def __init__(
+        self, world: World, txn: str, claim: ArtifactRetentionClaim, *, early: bool = False
+    ) -> None:
+        self._world = world
+        self._txn = txn
+        self._claim = claim
+        self._early = early
+        self._fenced = 0
+        self._wrote = False
+        self.landed = False
+        self.error: Exception | None = None  # what the publisher hears, if not an ack
+
+    def land(self) -> None:
+        if self.landed:
+            return
+        self.landed = True
+        try:
+            self._world.owner.publish(self._txn, self._claim)
+        except Exception as exc:  # a rejection (a tombstone), or "maybe written"
+            self.error = exc
+            return
+        self._world.acknowledged.add(self._txn)
+
+    def writing(self, txn: str) -> None:
+        """The reconciler is about to write to ``txn``: land first if nothing fences it."""
+        if txn != self._txn:
+            return
+        if not self._fenced:
+            self.land()
+        self._wrote = True
+
+    def publish(self, transaction_id: str, claim: ArtifactRetentionClaim) -> object:
+        return self._world.owner.publish(transaction_id, claim)
+
+    def remove(self, transaction_id: str) -> None:
+        self.writing(transaction_id)
+        self._world.owner.remove(transaction_id)
+
+    @contextlib.contextmanager
+    def inspect_fenced(self, transaction_id: str) -> Iterator[OwnerObservation]:
+        fenced = int(transaction_id == self._txn)
+        with self._world.owner.inspect_fenced(transaction_id) as observation:
+            self._fenced += fenced
+            try:
+                yield _RacingObservation(observation, self)
+            finally:
+                self._fenced -= fenced
+        if self._wrote or (fenced and self._early):  # held back by the fence: it lands now
+            self.land()
+
+
+def _publish_racing_reconcile(*, early: bool = False) -> Callable[[World], None]:
+    """t2 is published while another process reconciles it; the request lands in its window.
+
+    The publisher has prepared t2 and sent its request; a reconciler in another
+    process (a second journal object) finds t2 PREPARED and reconciles it.  The
+    request lands as late as the owner lets it before the reconciler's write
+    (:class:`_RacingPublish`).  With the fence and the owner's compare-and-set
+    it can only land after the seal, and the tombstone refuses it; a
+    reconciler that writes its tombstone outside a fence buries an
+    acknowledged publish (S3).  ``early``: see :class:`_RacingPublish`.
+    """
+
+    def run(world: World) -> None:
+        ref = world.refs["tool_result_001.txt"]
+        claim = world.claim_for(ref)
+        world.claims["t2"] = claim
+        world.memory["t2"] = ref.for_memory()
+        race = _RacingPublish(world, "t2", claim, early=early)
+
+        def publisher() -> None:
+            world.new_journal().reconcile_pending(race)  # meanwhile, in another process
+            race.land()
+            if race.error is not None:
+                raise race.error
+
+        world.journal.publish_reference(claim, publisher, "t2")
+
+    return run
+
+
+class _FirstReconcilerWins:
+    """The owner as the second of two reconcilers sees it: the first one wins the fence.
+
+    Right before the second reconciler enters the fence of an id (it has read
+    the pending set and the lease's phase already), ``first`` -- another
+    journal object on the same session, another process -- reconciles that id
+    to the end through ``world.owner``.  Only protocol calls reach the owner.
+    """
+
+    def __init__(self, world: World, first: ArtifactRetentionJournal) -> None:
+        self._world = world
+        self._first = first
+        self.reports: list[ReconciliationReport] = []  # the first reconciler's
+
+    def publish(self, transaction_id: str, claim: ArtifactRetentionClaim) -> object:
+        return self._world.owner.publish(transaction_id, claim)
+
+    def remove(self, transaction_id: str) -> None:
+        self._world.owner.remove(transaction_id)
+
+    @contextlib.contextmanager
+    def inspect_fenced(self, transaction_id: str) -> Iterator[OwnerObservation]:
+        report = self._first.reconcile_reference(transaction_id, self._world.owner)
+        self.reports.append(report)
+        if report.status is ReconcileStatus.PENDING_CONFLICT:
+            self._world.conflicts_reported.add(transaction_id)
+        with self._world.owner.inspect_fenced(transaction_id) as observation:
+            yield observation
+
+
+def _run_two_reconcilers(world: World) -> None:
+    """Two reconcilers on one PREPARED lease: ``world.journal`` wins the fence, a second waits.
+
+    The second (another process: its own journal object) has read t1 as
+    PREPARED before the first settles it; it must append nothing (S5) and
+    report ``already_*``.
+    """
+    second = world.new_journal()
+    for report in second.reconcile_pending(_FirstReconcilerWins(world, world.journal)):
+        if report.status is ReconcileStatus.PENDING_CONFLICT:
+            world.conflicts_reported.add(report.transaction_id)
+
+
 STANDARD_SCENARIOS: tuple[Scenario, ...] = (
     Scenario(name="externalize", setup=_nothing, run=_run_externalize),
     Scenario(name="externalize_after_existing", setup=_one_artifact, run=_run_externalize),
@@ -659,6 +891,24 @@ STANDARD_SCENARIOS: tuple[Scenario, ...] = (
         setup=_one_artifact,
         run=_publish_t2("lost_ack"),
         recovery_faults=("unknown", "inspect_error"),
+    ),
+    Scenario(
+        name="publish_replayed_after_restart",
+        setup=_one_artifact,
+        run=_run_replay_after_restart,
+        expected_errors=_also_expecting(TransactionExistsError),
+    ),
+    Scenario(
+        name="publish_after_gc",
+        setup=_one_artifact,
+        run=_run_publish_after_gc,
+        expected_errors=_also_expecting(DanglingReferenceError),
+    ),
+    Scenario(
+        name="raw_gc_with_journal",
+        setup=_raw_gc_setup,
+        run=_run_raw_gc,
+        expected_errors=_also_expecting(JournalRequiredError),
     ),
     Scenario(name="reconcile_published", setup=_prepared_and_published, run=_run_reconcile(None)),
     Scenario(name="reconcile_absent", setup=_prepared, run=_run_reconcile(None)),
@@ -704,6 +954,17 @@ STANDARD_SCENARIOS: tuple[Scenario, ...] = (
         name="append_after_torn_tail",
         setup=_torn_journal_setup,
         run=_run_after_torn_tail,
+    ),
+    Scenario(
+        name="publish_races_reconcile",
+        setup=_one_artifact,
+        run=_publish_racing_reconcile(),
+    ),
+    Scenario(name="two_reconcilers_absent", setup=_prepared, run=_run_two_reconcilers),
+    Scenario(
+        name="two_reconcilers_published",
+        setup=_prepared_and_published,
+        run=_run_two_reconcilers,
     ),
 )
 
@@ -999,6 +1260,10 @@ def _recover_and_check(
     for txn, phase in states.items():
         if phase is Phase.ABORTED and not (view.tombstoned(txn) or txn in world.owner.rejected):
             found.append(("S3", f"{txn} ABORTED without a tombstone or rejection"))
+        if phase is Phase.ABORTED and txn in world.acknowledged:
+            # the tombstone must seal an absence: one written over a reference the
+            # owner acknowledged buried it, and ABORTED ends a lease that was published
+            found.append(("S3.buried", f"{txn} ABORTED after the owner acknowledged its publish"))
         if phase is Phase.ABORTED and txn in visible:
             found.append(("S3", f"{txn} ABORTED but visible in the owner"))
         if phase is Phase.RELEASED and txn in visible:

@@ -13,9 +13,10 @@ runs unchanged.  Only one mutant is active at a time.
 Most mutants wrap the original and change one decision (an fsync skipped, an
 observation that claims a seal, a step moved), so they follow the production
 code as it evolves.  Three replace a whole method with the mistaken version of
-it (``remove_reference``, the artifact name reservation, the journal reader);
-if the production signature changes, :func:`_swap` or the explorer's
-``run_error`` says so, and a mutant killed only by ``run_error`` does not count
+it (``remove_reference``, the artifact name reservation, the journal reader;
+``reconcile_reference`` for the two reconciler mutants, which keep the real
+``_decide``); if the production signature changes, :func:`_swap` or the
+explorer's ``run_error`` says so, and a mutant killed only by ``run_error`` does not count
 (:attr:`MutantResult.killed` wants the expected invariant).  A mistake that
 lives in two places (a plan and its apply) swaps both at once (:func:`_swaps`).
 
@@ -48,12 +49,35 @@ name                            seed mistake                                    
 ``gc_ignores_digest_conflict``  a claim whose digest disagrees with the           S1
                                 file does not protect it (a tampered
                                 artifact, a conflicting claim)
+``prepared_lease_expires``      cleanup honours ``retain_until`` on a PREPARED    S1
+                                lease (nobody knows yet whether the owner has
+                                the reference)
+``uncertain_error_aborts``      publish_reference's ``except`` clause appends     S3
+                                ABORTED on a timeout or a lost ack (the owner
+                                may have written), as on a rejection
+``replay_transaction_id``       a restarted publisher sends a transaction id      S1
+                                the journal holds (a rejected one: no
+                                tombstone refuses it, ABORTED protects nothing)
+``prepare_skips_checks``        prepare appends PREPARED without re-checking      S1
+                                the artifact under the lock (GC deleted it:
+                                a dangling reference is published)
+raw_cleanup_bypasses_journal    raw-claims cleanup runs although the session      S1
+                                has a lease journal: a PREPARED lease, which
+                                raw claims cannot show, protects nothing
 ``gc_skips_name_denial``        the plan does not deny non-artifact names;        L1
                                 SessionPaths still refuses them, so every
                                 cleanup fails while a stray file exists
 ``unanchored_artifact_name``    the artifact-name pattern matches a prefix:       S7
                                 ``tool_result_007.txt.bak`` counts as ours
                                 and is deleted
+``client_side_generation``      the reconciler reads the generation again         S3
+                                itself and, if unchanged, tombstones with
+                                ``remove`` instead of the owner's CAS: a
+                                publish landing in between is buried
+``reconcile_without_fence``     the reconciler reads the owner, lets the          S3
+                                fence go, then decides; with no observation
+                                to seal it tombstones with ``remove``, over
+                                a publish that landed after the read
 ==============================  ================================================  =====
 """
 
@@ -74,9 +98,20 @@ from toolswap import cleanup, domain
 from toolswap.domain import ArtifactMemoryReference, artifact_filename
 from toolswap.externalizer import ToolResultExternalizer
 from toolswap.fs import REAL_FS, FileSystem
-from toolswap.journal import ArtifactRetentionJournal, IllegalTransitionError
+from toolswap.journal import (
+    ArtifactRetentionJournal,
+    IllegalTransitionError,
+    Transaction,
+    TransactionExistsError,
+)
 from toolswap.journal_format import Phase, parse_line, validate_transaction_id
-from toolswap.owner import ObservedState, OwnerObservation
+from toolswap.owner import (
+    ArtifactPublicationRejected,
+    ObservedState,
+    OwnerObservation,
+    ReconcileStatus,
+    ReconciliationReport,
+)
 
 from .disk import CRASH_MODES
 from .explorer import CrashExplorer, ExplorationResult, Violation, World, scenario_named
@@ -93,13 +128,18 @@ __all__ = [
 _ACTIVE = threading.Lock()  # one mutant at a time, process-wide
 
 
-@contextlib.contextmanager
-def _swap(owner: Any, name: str, replacement: object) -> Iterator[None]:
-    """Replace ``owner.name`` (defined on ``owner`` itself) and restore it on exit."""
+def _original(owner: Any, name: str) -> Any:
+    """``owner.name`` as ``owner`` itself defines it; AttributeError if the target is gone."""
     namespace = vars(owner)
     if name not in namespace:
         raise AttributeError(f"mutant target {owner.__name__}.{name} no longer exists")
-    original = namespace[name]
+    return namespace[name]
+
+
+@contextlib.contextmanager
+def _swap(owner: Any, name: str, replacement: object) -> Iterator[None]:
+    """Replace ``owner.name`` (defined on ``owner`` itself) and restore it on exit."""
+    original = _original(owner, name)
     setattr(owner, name, replacement)
     try:
         yield
@@ -452,6 +492,92 @@ def _prepared_lease_expires() -> contextlib.AbstractContextManager[None]:
     return _swap(cleanup, "_protecting_claims", _protecting_claims)
 
 
+# -- an uncertain publish error taken for a rejection --------------------------------------
+
+
+class _TakenForRejection(ArtifactPublicationRejected):
+    """An owner error that may have written, dressed as an explicit rejection."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def _uncertain_error_aborts() -> contextlib.AbstractContextManager[None]:
+    original = _original(ArtifactRetentionJournal, "publish_reference")
+
+    def publish_reference(
+        self: ArtifactRetentionJournal,
+        claim: Any,
+        publisher: Callable[[], Any],
+        transaction_id: str | None = None,
+        *,
+        now: float | None = None,
+    ) -> Any:
+        def send() -> Any:
+            try:
+                return publisher()
+            except ArtifactPublicationRejected:
+                raise
+            except Exception as exc:  # the mistake: a timeout or a lost ack is a "no"
+                raise _TakenForRejection(exc) from exc
+
+        try:  # so the real except clause appends ABORTED ...
+            return original(self, claim, send, transaction_id, now=now)
+        except _TakenForRejection as taken:  # ... and the caller sees the owner's error
+            raise taken.error from None
+
+    return _swap(ArtifactRetentionJournal, "publish_reference", publish_reference)
+
+
+# -- a transaction id sent again -----------------------------------------------------------
+
+
+def _replay_transaction_id() -> contextlib.AbstractContextManager[None]:
+    original: Callable[..., Transaction] = _original(ArtifactRetentionJournal, "prepare")
+
+    def prepare(
+        self: ArtifactRetentionJournal,
+        claim: Any,
+        transaction_id: str | None = None,
+        *,
+        now: float | None = None,
+    ) -> Transaction:
+        try:
+            return original(self, claim, transaction_id, now=now)
+        except TransactionExistsError:
+            # the mistake: an id on record counts as prepared already, so a restarted
+            # publisher goes on and sends it again
+            assert transaction_id is not None
+            return self._fold.transaction(validate_transaction_id(transaction_id))
+
+    return _swap(ArtifactRetentionJournal, "prepare", prepare)
+
+
+# -- prepare without its checks ------------------------------------------------------------
+
+
+def _prepare_skips_checks() -> contextlib.AbstractContextManager[None]:
+    def _verify_artifact(self: ArtifactRetentionJournal, claim: Any) -> None:
+        # the mistake: PREPARED is appended for whatever the claim names, even a
+        # file that cleanup deleted before prepare took the session lock
+        return None
+
+    return _swap(ArtifactRetentionJournal, "_verify_artifact", _verify_artifact)
+
+
+# -- raw-claims cleanup next to a lease journal --------------------------------------------
+
+
+def _raw_cleanup_bypasses_journal() -> contextlib.AbstractContextManager[None]:
+    def _refuse_if_journal(paths: Any, fs: FileSystem) -> None:
+        # the mistake: the caller's raw claims are trusted although the session's
+        # journal holds leases they cannot see (a PREPARED one above all)
+        return None
+
+    return _swap(cleanup, "_refuse_if_journal", _refuse_if_journal)
+
+
 # -- unknown names in tool-results/ --------------------------------------------------------
 
 
@@ -477,6 +603,96 @@ class _PrefixPattern:
 
 def _unanchored_artifact_name() -> contextlib.AbstractContextManager[None]:
     return _swap(domain, "_FILENAME_RE", _PrefixPattern(vars(domain)["_FILENAME_RE"]))
+
+
+# -- reconciling outside the fence: no fence, or a generation checked on the client ----------
+
+
+@attrs.frozen(kw_only=True)
+class _ReadAndLetGo:
+    """An observation kept after its fence closed; its "seal" is whatever the mutant does."""
+
+    transaction_id: str
+    state: ObservedState
+    source_id: str | None
+    content_sha256: str | None
+    generation: Any
+    sealed: bool
+    _seal: Callable[[], bool] = attrs.field(alias="seal", repr=False)
+
+    def seal_absence(self) -> bool:
+        return self._seal()
+
+
+def _reconcile_outside_the_fence(*, client_check: bool) -> contextlib.AbstractContextManager[None]:
+    """``reconcile_reference`` deciding after its fence closed, tombstoning with ``remove``.
+
+    ``client_check=False`` (no fence): the fence is left as soon as the state is
+    read, and everything is decided afterwards.  With no open fence there is no
+    observation to seal (O6: a seal outside its block is refused), so the
+    absence is "sealed" by the one unconditional tombstone the protocol has,
+    ``remove`` (O4).  ``client_check=True``: the decision stays inside the
+    fence except for an unsealed absence, where the generation is read again
+    (a second fenced read) and compared on the client; if it is unchanged the
+    tombstone is written by ``remove``, not by the owner's compare-and-set.
+    Either way a publish that lands after the last read and before ``remove``
+    is buried under the tombstone, and the lease is ABORTED.
+    """
+    decide: Callable[..., ReconciliationReport] = _original(ArtifactRetentionJournal, "_decide")
+
+    def reconcile_reference(
+        self: ArtifactRetentionJournal,
+        transaction_id: str,
+        owner: Any,
+        *,
+        now: float | None = None,
+    ) -> ReconciliationReport:
+        txn = validate_transaction_id(transaction_id)
+        self._refuse_owner_call_under_lock("reconcile_reference")
+        phase = self._phase_of(txn)
+        if phase is not Phase.PREPARED:
+            return self._already(txn, phase, None)
+
+        def tombstone() -> bool:
+            if client_check:  # the mistake: a second read compared here, not in the owner
+                with owner.inspect_fenced(txn) as again:
+                    if again.generation != seen.generation:
+                        return False
+            owner.remove(txn)  # ... and a tombstone written whatever landed meanwhile
+            return True
+
+        with contextlib.ExitStack() as stack:
+            try:
+                observation = stack.enter_context(owner.inspect_fenced(txn))
+            except Exception as exc:  # as the real code: an owner failure is "unknown"
+                return ReconciliationReport(
+                    transaction_id=txn,
+                    status=ReconcileStatus.PENDING_UNKNOWN,
+                    reason=f"owner inspection failed ({type(exc).__name__})",
+                )
+            unsealed = observation.state is ObservedState.ABSENT and not observation.sealed
+            if client_check and not unsealed:
+                return decide(self, txn, observation, now)  # as the real code, fenced
+            seen = _ReadAndLetGo(
+                transaction_id=observation.transaction_id,
+                state=observation.state,
+                source_id=observation.source_id,
+                content_sha256=observation.content_sha256,
+                generation=observation.generation,
+                sealed=observation.sealed,
+                seal=tombstone,
+            )
+        return decide(self, txn, seen, now)  # the fence is gone: nothing holds a publish back
+
+    return _swap(ArtifactRetentionJournal, "reconcile_reference", reconcile_reference)
+
+
+def _client_side_generation() -> contextlib.AbstractContextManager[None]:
+    return _reconcile_outside_the_fence(client_check=True)
+
+
+def _reconcile_without_fence() -> contextlib.AbstractContextManager[None]:
+    return _reconcile_outside_the_fence(client_check=False)
 
 
 MUTANTS: tuple[Mutant, ...] = (
@@ -567,6 +783,38 @@ MUTANTS: tuple[Mutant, ...] = (
         install=_prepared_lease_expires,
     ),
     Mutant(
+        name="uncertain_error_aborts",
+        mistake="an uncertain publish error (timeout, lost ack) appends ABORTED like a rejection",
+        invariant="S3",
+        target="toolswap.journal.ArtifactRetentionJournal.publish_reference",
+        scenarios=("publish_uncertain_after_write", "publish_in_flight"),
+        install=_uncertain_error_aborts,
+    ),
+    Mutant(
+        name="replay_transaction_id",
+        mistake="a restarted publisher sends a transaction id the journal already holds",
+        invariant="S1",
+        target="toolswap.journal.ArtifactRetentionJournal.prepare",
+        scenarios=("publish_replayed_after_restart",),
+        install=_replay_transaction_id,
+    ),
+    Mutant(
+        name="prepare_skips_checks",
+        mistake="prepare appends PREPARED without re-checking the artifact under the lock",
+        invariant="S1",
+        target="toolswap.journal.ArtifactRetentionJournal._verify_artifact",
+        scenarios=("publish_after_gc",),
+        install=_prepare_skips_checks,
+    ),
+    Mutant(
+        name="raw_cleanup_bypasses_journal",
+        mistake="raw-claims cleanup runs although the session has a lease journal",
+        invariant="S1",
+        target="toolswap.cleanup._refuse_if_journal",
+        scenarios=("raw_gc_with_journal",),
+        install=_raw_cleanup_bypasses_journal,
+    ),
+    Mutant(
         name="gc_skips_name_denial",
         mistake="the cleanup plan does not deny names that are not tool_result_NNN.txt",
         invariant="L1",
@@ -581,6 +829,22 @@ MUTANTS: tuple[Mutant, ...] = (
         target="toolswap.domain._FILENAME_RE",
         scenarios=("gc_unknown_entries",),
         install=_unanchored_artifact_name,
+    ),
+    Mutant(
+        name="client_side_generation",
+        mistake="the reconciler compares generations itself, then tombstones with remove (no CAS)",
+        invariant="S3",
+        target="toolswap.journal.ArtifactRetentionJournal.reconcile_reference",
+        scenarios=("publish_races_reconcile",),
+        install=_client_side_generation,
+    ),
+    Mutant(
+        name="reconcile_without_fence",
+        mistake="the reconciler reads the owner, lets the fence go, then decides and tombstones",
+        invariant="S3",
+        target="toolswap.journal.ArtifactRetentionJournal.reconcile_reference",
+        scenarios=("publish_races_reconcile",),
+        install=_reconcile_without_fence,
     ),
 )
 """Every implementation mutant; each must be killed by its invariant."""

@@ -227,8 +227,9 @@ _ROWS: tuple[Variant, ...] = (
         "The reconciler saw the id absent, read the owner's generation again itself, "
         "found it unchanged and then wrote the tombstone with a plain write. The "
         "publish still in flight landed between that read and the write, so the "
-        "tombstone sits beside a visible reference and ABORTED ends a lease whose "
-        "reference the owner shows. Fix: the owner seals by compare-and-set on the "
+        "tombstone came after a reference (here it sits beside it, still visible; an "
+        "owner whose tombstone overwrites buries it instead) and ABORTED ends a lease "
+        "whose publish the owner took. Fix: the owner seals by compare-and-set on the "
         "observed generation (a publish in between makes the seal stale), inside a "
         "fence that holds the id's publishes back; a second read on the client is "
         "neither.",
