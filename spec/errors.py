@@ -7,7 +7,7 @@ blame-split hierarchy.
 
 from __future__ import annotations
 
-__all__ = ["SpecError", "IllegalTransition", "UnknownVariant", "BadBounds"]
+__all__ = ["SpecError", "IllegalTransition", "UnknownVariant", "BadBounds", "StaleMoves"]
 
 
 class SpecError(Exception):
@@ -33,6 +33,14 @@ class UnknownVariant(SpecError, ValueError):
 
 class BadBounds(SpecError, ValueError):
     """Exploration bounds that are not allowed (unknown key, bad value)."""
+
+
+class StaleMoves(SpecError, AssertionError):
+    """A memoized actor's moves do not match the state they are replayed on.
+
+    Raised only under ``Model.check_moves``: the key of that actor's local
+    view misses a part of the state the actor reads or writes.
+    """
 
 
 def _name(value: object) -> str:

@@ -57,6 +57,15 @@ decision delegates to the tables of :mod:`lease`, :mod:`owner`,
 together and says what is durable.  A *mistake* (:class:`Mistake`) switches one
 protocol rule off, so :mod:`variants` can show what each rule buys.
 
+Speed without a second model: each actor reads a small part of the state (its
+*local view*: a publisher its lease, artifact and owner slot, say), and the
+same view recurs in thousands of states.  :meth:`Model._local` works an
+actor's moves out once per view and replays them as deltas on every state
+that shows that view.  The key of each view is written next to the call in
+:meth:`Model.successors`; ``Model(check_moves=True)`` recomputes every move and
+raises :class:`~errors.StaleMoves` if a key ever misses something the actor
+reads, which the tests run on every variant and on every optional fault.
+
 Abstractions, on purpose: one reconciler (two under
 ``Bounds.concurrent_reconcilers``); a lease's ``retain_until`` is one
 "now is past it" flag per transaction (``JournalTxn.expired``), set only under
@@ -74,7 +83,7 @@ a reported conflict to be resolved.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
@@ -104,7 +113,7 @@ from .actors import (
     RemoverEvent,
     RemoverPc,
 )
-from .errors import BadBounds, IllegalTransition
+from .errors import BadBounds, IllegalTransition, StaleMoves
 from .identity_enum import IdentityEnum
 from .lease import LeaseAction, LeaseState
 from .owner import OwnerAction, OwnerRecord, OwnerResult, OwnerState, SealResult
@@ -404,8 +413,7 @@ class StepKind(IdentityEnum):
     CRASH = "CRASH: only durable state survives; recovery restarts every actor"
 
 
-@attrs.frozen
-class Step:
+class Step(NamedTuple):
     """One labelled transition of the composed system."""
 
     kind: StepKind
@@ -423,6 +431,9 @@ class Step:
             r=f" {self.by + 1}" if self.by else "",
         )
 
+
+_JOURNAL_FSYNC = Step(StepKind.JOURNAL_FSYNC)
+_CRASH = Step(StepKind.CRASH)
 
 #: Steps that are not faults and start no new work: the fair continuation L1 relies on.
 PROGRESS_STEPS: frozenset[StepKind] = frozenset(
@@ -468,6 +479,10 @@ def _put(values: tuple[object, ...], index: int, value: object) -> tuple[object,
 
 _KEEP: Any = object()
 
+# ``SystemState(...)`` runs a Python-level ``__new__`` with keyword handling;
+# the state is a plain tuple underneath, so the hot paths build it directly.
+_new_state: Callable[[type[SystemState], Iterable[Any]], SystemState] = tuple.__new__
+
 
 def _evolve(  # noqa: PLR0913 - one keyword per field, like attrs.evolve
     s: SystemState,
@@ -485,18 +500,56 @@ def _evolve(  # noqa: PLR0913 - one keyword per field, like attrs.evolve
 ) -> SystemState:
     """``attrs.evolve`` for the state, without its per-call introspection (the explorer's
     hottest call: about a quarter of its time went to ``attrs.evolve``)."""
-    return SystemState(
-        s.files if files is _KEEP else files,
-        s.journal if journal is _KEEP else journal,
-        s.owner if owner is _KEEP else owner,
-        s.publishers if publishers is _KEEP else publishers,
-        s.removers if removers is _KEEP else removers,
-        s.reconcilers if reconcilers is _KEEP else reconcilers,
-        s.gc_plan if gc_plan is _KEEP else gc_plan,
-        s.counter if counter is _KEEP else counter,
-        s.rejected if rejected is _KEEP else rejected,
-        s.outside_touched if outside_touched is _KEEP else outside_touched,
+    return _new_state(
+        SystemState,
+        (
+            s.files if files is _KEEP else files,
+            s.journal if journal is _KEEP else journal,
+            s.owner if owner is _KEEP else owner,
+            s.publishers if publishers is _KEEP else publishers,
+            s.removers if removers is _KEEP else removers,
+            s.reconcilers if reconcilers is _KEEP else reconcilers,
+            s.gc_plan if gc_plan is _KEEP else gc_plan,
+            s.counter if counter is _KEEP else counter,
+            s.rejected if rejected is _KEEP else rejected,
+            s.outside_touched if outside_touched is _KEEP else outside_touched,
+        ),
     )
+
+
+#: A move's effect as (field index, item index or -1 for the whole field, new value).
+Delta = tuple[tuple[int, int, Any], ...]
+
+# which fields of :class:`SystemState` hold one item per artifact, transaction or reconciler
+_PER_ITEM = tuple(
+    name in ("files", "journal", "owner", "publishers", "removers", "reconcilers", "rejected")
+    for name in SystemState._fields
+)
+
+
+def _delta(before: SystemState, after: SystemState) -> Delta:
+    """What ``after`` changed in ``before``: every field or item that is not the same object."""
+    changes: list[tuple[int, int, Any]] = []
+    pairs: Iterable[tuple[Any, Any]] = zip(before, after, strict=True)
+    for i, (old, new) in enumerate(pairs):
+        if new is old:
+            continue
+        if _PER_ITEM[i]:
+            changes.extend(
+                (i, j, y) for j, (x, y) in enumerate(zip(old, new, strict=True)) if y is not x
+            )
+        else:
+            changes.append((i, -1, new))
+    return tuple(changes)
+
+
+def _apply(s: SystemState, delta: Delta) -> SystemState:
+    if not delta:
+        return s
+    fields: list[Any] = list(s)
+    for i, j, value in delta:
+        fields[i] = value if j < 0 else _put(fields[i], j, value)
+    return _new_state(SystemState, fields)
 
 
 def _file(f: FileSlot, *, status: Any = _KEEP, old: Any = _KEEP, tampered: Any = _KEEP) -> FileSlot:
@@ -586,6 +639,14 @@ class Model:
     _crashed: dict[tuple[object, ...], tuple[object, ...]] = attrs.field(
         factory=dict, init=False, repr=False, eq=False, hash=False
     )
+    # Every actor's moves per local view (see ``_local``): an actor reads a
+    # small part of the state, which repeats across many states.
+    _moves: dict[tuple[object, ...], tuple[tuple[Step, Delta], ...]] = attrs.field(
+        factory=dict, init=False, repr=False, eq=False, hash=False
+    )
+    #: Work every memoized move out again and raise :class:`StaleMoves` when it
+    #: differs (the tests' check that each local view's key is complete; slow).
+    check_moves: bool = attrs.field(default=False, kw_only=True, eq=False)
 
     # ----------------------------------------------------------------- shape
     def artifact_of(self, txn: int) -> int:
@@ -699,24 +760,81 @@ class Model:
         return RECONCILER_MACHINE
 
     # ---------------------------------------------------------- successors
-    def successors(self, s: SystemState) -> Iterator[tuple[Step, SystemState]]:
+    def successors(self, s: SystemState) -> list[tuple[Step, SystemState]]:
         """Every enabled step from ``s`` and the state it leads to.
 
         The session lock is held from a journal append until its fsync, so while
         any record is volatile no other journal user (prepare, commit, abort,
         release, reconciler, GC) can step: they all take that lock.
+
+        Each actor's moves come through :meth:`_local`, keyed by the part of the
+        state that actor reads or writes (its *local view*): the view's key is
+        the whole contract, and ``check_moves`` tests it.
         """
+        b = self.bounds
         locked = any(txn.unsynced for txn in s.journal)
-        yield from self._externalizer(s)
-        if self.bounds.lease_expiry:
-            yield from self._clock(s)
-        yield from self._publishers(s, locked)
-        yield from self._owner_network(s)
+        local = self._local
+        files, journal, owners = s.files, s.journal, s.owner
+        key: tuple[object, ...]
+        out = local(s, ("externalizer", files, s.counter), self._externalizer)
+        if b.lease_expiry:
+            out += local(s, ("clock", journal), self._clock)
+        for t, pc in enumerate(s.publishers):
+            # rejected[t] is only written, but a write of the value already
+            # there leaves no delta to replay: the key tells the two apart
+            f = files[self.artifact_of(t)]
+            key = ("publisher", t, locked, pc, journal[t], f, owners[t], s.rejected[t])
+            out += local(s, key, self._publisher, t, locked)
+        if locked:
+            out.append((_JOURNAL_FSYNC, _evolve(s, journal=tuple(map(_fsynced, journal)))))
+        for t, o in enumerate(owners):
+            if o.inflight or o.pending_tombstone:
+                key = ("owner", t, o, s.publishers[t], s.reconcilers)
+                out += local(s, key, self._owner_steps, t)
         if not locked:
-            yield from self._removers(s)
-            yield from self._reconciler(s)
-            yield from self._gc(s)
-        yield from self._faults(s)
+            for t, rpc in enumerate(s.removers):
+                if rpc is not RemoverPc.IDLE or journal[t].state is LeaseState.COMMITTED:
+                    key = ("remover", t, rpc, journal[t], owners[t])
+                    out += local(s, key, self._remover, t)
+            for i, r in enumerate(s.reconcilers):
+                key = ("reconciler", i, r, journal, owners, files)
+                out += local(s, key, self._reconciler_steps, i, r)
+            out += self._gc(s)
+        if b.foreign_publish:
+            out += local(s, ("faults", files, owners, journal), self._faults)
+        else:
+            out += local(s, ("faults", files), self._faults)
+        if b.crashes:
+            out.append((_CRASH, self.crash(s)))
+        return out
+
+    def _local(
+        self,
+        s: SystemState,
+        key: tuple[object, ...],
+        actor: Callable[..., Iterable[tuple[Step, SystemState]]],
+        *args: Any,
+    ) -> list[tuple[Step, SystemState]]:
+        """``actor(s, *args)``'s moves, worked out once per ``key`` and replayed on ``s``.
+
+        ``key`` must hold everything the actor reads or writes: two states
+        with one key then get the same moves, as deltas (:func:`_delta`).
+        """
+        try:
+            moves = self._moves[key]
+        except KeyError:
+            moves = self._moves[key] = tuple(
+                (step, _delta(s, nxt)) for step, nxt in actor(s, *args)
+            )
+        else:
+            if self.check_moves:
+                replayed = [(step, _apply(s, d)) for step, d in moves]
+                if replayed != list(actor(s, *args)):
+                    raise StaleMoves(
+                        f"{key[0]}: the moves worked out for another state with this key "
+                        "differ from this state's own; the key misses something it reads"
+                    )
+        return [(step, _apply(s, d)) for step, d in moves]
 
     def _externalizer(self, s: SystemState) -> Iterator[tuple[Step, SystemState]]:
         b, m = self.bounds, self.mistakes
@@ -753,160 +871,156 @@ class Model:
                 note = f"the lease is {txn.state.value}"
                 yield Step(StepKind.EXPIRE, txn=t, note=note), self._with_journal(s, t, txn2)
 
-    def _publishers(self, s: SystemState, locked: bool) -> Iterator[tuple[Step, SystemState]]:
+    def _publisher(
+        self, s: SystemState, t: int, locked: bool
+    ) -> Iterator[tuple[Step, SystemState]]:
+        """Publisher ``t``'s moves; its view: its pc, lease, artifact, owner slot, ghost flag."""
         early = Mistake.PUBLISH_BEFORE_PREPARED_DURABLE in self.mistakes
-        for t, pc in enumerate(s.publishers):
-            if locked and not (early and pc is PublisherPc.PREPARING):
-                continue
-            txn = s.journal[t]
-            a = self.artifact_of(t)
-            f = s.files[a]
-            if (
-                pc is PublisherPc.IDLE
-                and txn.state is not LeaseState.NEW
-                and Mistake.REPLAYED_TRANSACTION_ID in self.mistakes
-            ):
-                # idle with a lease on record: a crash restarted it; the id is sent again
-                s2 = self._with_owner(s, t, _owner(s.owner[t], inflight=txn.intent))
+        pc = s.publishers[t]
+        if locked and not (early and pc is PublisherPc.PREPARING):
+            return
+        txn = s.journal[t]
+        a = self.artifact_of(t)
+        f = s.files[a]
+        if (
+            pc is PublisherPc.IDLE
+            and txn.state is not LeaseState.NEW
+            and Mistake.REPLAYED_TRANSACTION_ID in self.mistakes
+        ):
+            # idle with a lease on record: a crash restarted it; the id is sent again
+            s2 = self._with_owner(s, t, _owner(s.owner[t], inflight=txn.intent))
+            yield (
+                Step(StepKind.REPLAY, txn=t, note=txn.state.value),
+                self._with_pub(s2, t, PublisherEvent.REPLAY),
+            )
+        elif pc is PublisherPc.IDLE and txn.state is LeaseState.NEW:
+            # under the session lock: the artifact exists, is ours, digest matches
+            if f.status is FileStatus.PRESENT and not f.tampered:
+                lease.step(txn.state, LeaseAction.PREPARE)
+                txn2 = JournalTxn(volatile=(LeaseState.PREPARED,), intent=f.digest)
+                s2 = self._with_pub(self._with_journal(s, t, txn2), t, PublisherEvent.PREPARE)
+                yield Step(StepKind.PREPARE, txn=t, slot=a), s2
+        elif pc is PublisherPc.PREPARING:
+            durable = LeaseState.PREPARED in txn.durable
+            if durable or (early and LeaseState.PREPARED in txn.records):
+                o = s.owner[t]
+                s2 = self._with_owner(s, t, _owner(o, inflight=txn.intent))
+                yield Step(StepKind.SEND, txn=t), self._with_pub(s2, t, PublisherEvent.SEND)
+            # An owner that already holds a record under t's id (another writer's)
+            # answers t's publish by its table (NOOP), never by a rejection.
+            if durable and not locked and s.owner[t].names < 0:
+                s2 = self._with_journal(s, t, self._journal_step(txn, LeaseAction.ABORT))
+                s2 = _evolve(s2, rejected=_put(s2.rejected, t, True))
                 yield (
-                    Step(StepKind.REPLAY, txn=t, note=txn.state.value),
-                    self._with_pub(s2, t, PublisherEvent.REPLAY),
+                    Step(StepKind.REJECT, txn=t),
+                    self._with_pub(s2, t, PublisherEvent.REJECTED),
                 )
-            elif pc is PublisherPc.IDLE and txn.state is LeaseState.NEW:
-                # under the session lock: the artifact exists, is ours, digest matches
-                if f.status is FileStatus.PRESENT and not f.tampered:
-                    lease.step(txn.state, LeaseAction.PREPARE)
-                    txn2 = JournalTxn(volatile=(LeaseState.PREPARED,), intent=f.digest)
-                    s2 = self._with_pub(self._with_journal(s, t, txn2), t, PublisherEvent.PREPARE)
-                    yield Step(StepKind.PREPARE, txn=t, slot=a), s2
-            elif pc is PublisherPc.PREPARING:
-                durable = LeaseState.PREPARED in txn.durable
-                if durable or (early and LeaseState.PREPARED in txn.records):
-                    o = s.owner[t]
-                    s2 = self._with_owner(s, t, _owner(o, inflight=txn.intent))
-                    yield Step(StepKind.SEND, txn=t), self._with_pub(s2, t, PublisherEvent.SEND)
-                # An owner that already holds a record under t's id (another writer's)
-                # answers t's publish by its table (NOOP), never by a rejection.
-                if durable and not locked and s.owner[t].names < 0:
-                    s2 = self._with_journal(s, t, self._journal_step(txn, LeaseAction.ABORT))
-                    s2 = _evolve(s2, rejected=_put(s2.rejected, t, True))
-                    yield (
-                        Step(StepKind.REJECT, txn=t),
-                        self._with_pub(s2, t, PublisherEvent.REJECTED),
-                    )
-            elif pc is PublisherPc.ACKED:
-                try:
-                    txn2 = self._journal_step(txn, LeaseAction.COMMIT)
-                    note = "" if txn2 is not txn else " (already COMMITTED: nothing appended)"
-                except IllegalTransition:  # released meanwhile: the journal refuses
-                    txn2 = txn
-                    note = f" but the journal refuses it: the lease is {txn.state.value}"
-                s2 = self._with_pub(self._with_journal(s, t, txn2), t, PublisherEvent.COMMIT)
-                yield Step(StepKind.COMMIT, txn=t, note=note), s2
-            elif pc is PublisherPc.FAILED:  # the mistake's ``except``: no evidence, still ABORTED
-                try:
-                    txn2 = self._journal_step(txn, LeaseAction.ABORT)
-                    note = "" if txn2 is not txn else " (already ABORTED: nothing appended)"
-                except IllegalTransition:  # committed meanwhile: the journal refuses
-                    txn2 = txn
-                    note = f" but the journal refuses it: the lease is {txn.state.value}"
-                s2 = self._with_journal(s, t, txn2)
-                s2 = self._with_pub(s2, t, PublisherEvent.ABORT_ON_ERROR)
-                yield Step(StepKind.ABORT_ON_ERROR, txn=t, note=note), s2
-        if any(txn.unsynced for txn in s.journal):
-            journal = tuple(_fsynced(txn) for txn in s.journal)
-            yield Step(StepKind.JOURNAL_FSYNC), _evolve(s, journal=journal)
+        elif pc is PublisherPc.ACKED:
+            try:
+                txn2 = self._journal_step(txn, LeaseAction.COMMIT)
+                note = "" if txn2 is not txn else " (already COMMITTED: nothing appended)"
+            except IllegalTransition:  # released meanwhile: the journal refuses
+                txn2 = txn
+                note = f" but the journal refuses it: the lease is {txn.state.value}"
+            s2 = self._with_pub(self._with_journal(s, t, txn2), t, PublisherEvent.COMMIT)
+            yield Step(StepKind.COMMIT, txn=t, note=note), s2
+        elif pc is PublisherPc.FAILED:  # the mistake's ``except``: no evidence, still ABORTED
+            try:
+                txn2 = self._journal_step(txn, LeaseAction.ABORT)
+                note = "" if txn2 is not txn else " (already ABORTED: nothing appended)"
+            except IllegalTransition:  # committed meanwhile: the journal refuses
+                txn2 = txn
+                note = f" but the journal refuses it: the lease is {txn.state.value}"
+            s2 = self._with_journal(s, t, txn2)
+            s2 = self._with_pub(s2, t, PublisherEvent.ABORT_ON_ERROR)
+            yield Step(StepKind.ABORT_ON_ERROR, txn=t, note=note), s2
 
-    def _owner_network(self, s: SystemState) -> Iterator[tuple[Step, SystemState]]:
+    def _owner_steps(self, s: SystemState, t: int) -> Iterator[tuple[Step, SystemState]]:
+        """The owner's moves for id ``t``; its view: the slot, t's publisher, the reconcilers."""
         b = self.bounds
-        for t, o in enumerate(s.owner):
-            if o.inflight:
-                waiting = s.publishers[t] is PublisherPc.SENT
-                cleared = _owner(o, inflight=0)
-                if o.pending_tombstone:
-                    result = OwnerResult.REFUSED
-                    record = o.record
-                else:
-                    record, result = owner.apply(o.record, OwnerAction.PUBLISH, o.inflight)
-                if record.generation > b.max_generation:
-                    continue
-                s2 = self._with_owner(s, t, _owner(cleared, record=record))
-                if result is OwnerResult.REFUSED:
-                    s3 = self._with_pub(s2, t, PublisherEvent.ERROR) if waiting else s2
-                    yield Step(StepKind.REFUSE, txn=t), s3
-                else:
-                    note = f"generation {record.generation}"
-                    s3 = self._with_pub(s2, t, PublisherEvent.ACK) if waiting else s2
-                    yield Step(StepKind.APPLY_ACK, txn=t, note=note), s3
-                    if b.lost_acks:
-                        s3 = self._with_pub(s2, t, PublisherEvent.ERROR) if waiting else s2
-                        yield Step(StepKind.APPLY_LOST_ACK, txn=t), s3
-                if b.lost_acks:
-                    s3 = self._with_owner(s, t, cleared)
-                    s3 = self._with_pub(s3, t, PublisherEvent.ERROR) if waiting else s3
-                    yield Step(StepKind.DROP, txn=t), s3
+        o = s.owner[t]
+        if o.inflight:
+            waiting = s.publishers[t] is PublisherPc.SENT
+            cleared = _owner(o, inflight=0)
             if o.pending_tombstone:
-                if (
-                    o.record.state is OwnerState.PUBLISHED
-                    and Mistake.CLIENT_SIDE_GENERATION in self.mistakes
-                ):
-                    # only an unconditional write gets here (client-side-generation): the
-                    # tombstone lands beside the reference, which the owner keeps showing
-                    record = o.record
-                else:
-                    record, _ = owner.apply(o.record, OwnerAction.SEAL)
-                if record.generation > b.max_generation:
-                    continue
-                s2 = self._with_owner(s, t, _owner(o, record=record, pending_tombstone=False))
-                for i, r in enumerate(s2.reconcilers):
-                    if r.pc is ReconcilerPc.SEALING and r.txn == t:
-                        s2 = self._with_recon(
-                            s2, ReconcilerEvent.TOMBSTONE_DURABLE, t, r.generation, i
-                        )
-                yield Step(StepKind.TOMBSTONE_DURABLE, txn=t), s2
+                result = OwnerResult.REFUSED
+                record = o.record
+            else:
+                record, result = owner.apply(o.record, OwnerAction.PUBLISH, o.inflight)
+            if record.generation > b.max_generation:
+                return
+            s2 = self._with_owner(s, t, _owner(cleared, record=record))
+            if result is OwnerResult.REFUSED:
+                s3 = self._with_pub(s2, t, PublisherEvent.ERROR) if waiting else s2
+                yield Step(StepKind.REFUSE, txn=t), s3
+            else:
+                note = f"generation {record.generation}"
+                s3 = self._with_pub(s2, t, PublisherEvent.ACK) if waiting else s2
+                yield Step(StepKind.APPLY_ACK, txn=t, note=note), s3
+                if b.lost_acks:
+                    s3 = self._with_pub(s2, t, PublisherEvent.ERROR) if waiting else s2
+                    yield Step(StepKind.APPLY_LOST_ACK, txn=t), s3
+            if b.lost_acks:
+                s3 = self._with_owner(s, t, cleared)
+                s3 = self._with_pub(s3, t, PublisherEvent.ERROR) if waiting else s3
+                yield Step(StepKind.DROP, txn=t), s3
+        if o.pending_tombstone:
+            if (
+                o.record.state is OwnerState.PUBLISHED
+                and Mistake.CLIENT_SIDE_GENERATION in self.mistakes
+            ):
+                # only an unconditional write gets here (client-side-generation): the
+                # tombstone lands beside the reference, which the owner keeps showing
+                record = o.record
+            else:
+                record, _ = owner.apply(o.record, OwnerAction.SEAL)
+            if record.generation > b.max_generation:
+                return
+            s2 = self._with_owner(s, t, _owner(o, record=record, pending_tombstone=False))
+            for i, r in enumerate(s2.reconcilers):
+                if r.pc is ReconcilerPc.SEALING and r.txn == t:
+                    s2 = self._with_recon(s2, ReconcilerEvent.TOMBSTONE_DURABLE, t, r.generation, i)
+            yield Step(StepKind.TOMBSTONE_DURABLE, txn=t), s2
 
-    def _removers(self, s: SystemState) -> Iterator[tuple[Step, SystemState]]:
+    def _remover(self, s: SystemState, t: int) -> Iterator[tuple[Step, SystemState]]:
+        """Remover ``t``'s moves; its view: its pc, t's lease and owner slot."""
         b = self.bounds
         first = Mistake.RELEASE_BEFORE_REMOVE in self.mistakes
-        for t, pc in enumerate(s.removers):
-            txn = s.journal[t]
-            o = s.owner[t]
-            if pc is RemoverPc.IDLE and txn.state is LeaseState.COMMITTED:
-                if first:
-                    s2 = self._with_journal(s, t, self._journal_step(txn, LeaseAction.RELEASE))
-                    yield (
-                        Step(StepKind.RELEASE_FIRST, txn=t),
-                        self._with_rem(s2, t, RemoverEvent.RELEASE_FIRST),
-                    )
-                    continue
-                record, result = owner.apply(o.record, OwnerAction.REMOVE)
-                if record.generation > b.max_generation:
-                    continue
-                s2 = self._with_owner(s, t, _owner(o, record=record))
-                note = "" if result is OwnerResult.APPLIED else " (already gone: no-op)"
-                yield (
-                    Step(StepKind.REMOVE_ACK, txn=t, note=note),
-                    self._with_rem(s2, t, RemoverEvent.REMOVE_ACK),
-                )
-                if b.lost_acks:
-                    yield (
-                        Step(StepKind.REMOVE_LOST_ACK, txn=t),
-                        self._with_rem(s2, t, RemoverEvent.REMOVE_ERROR),
-                    )
-            elif pc is RemoverPc.REMOVED:
+        pc = s.removers[t]
+        txn = s.journal[t]
+        o = s.owner[t]
+        if pc is RemoverPc.IDLE and txn.state is LeaseState.COMMITTED:
+            if first:
                 s2 = self._with_journal(s, t, self._journal_step(txn, LeaseAction.RELEASE))
-                yield Step(StepKind.RELEASE, txn=t), self._with_rem(s2, t, RemoverEvent.RELEASE)
-            elif pc is RemoverPc.RELEASED_FIRST:
-                record, _ = owner.apply(o.record, OwnerAction.REMOVE)
-                s2 = self._with_owner(s, t, _owner(o, record=record))
                 yield (
-                    Step(StepKind.REMOVE_AFTER, txn=t),
-                    self._with_rem(s2, t, RemoverEvent.REMOVE_AFTER),
+                    Step(StepKind.RELEASE_FIRST, txn=t),
+                    self._with_rem(s2, t, RemoverEvent.RELEASE_FIRST),
                 )
-
-    def _reconciler(self, s: SystemState) -> Iterator[tuple[Step, SystemState]]:
-        for i, r in enumerate(s.reconcilers):
-            yield from self._reconciler_steps(s, i, r)
+                return
+            record, result = owner.apply(o.record, OwnerAction.REMOVE)
+            if record.generation > b.max_generation:
+                return
+            s2 = self._with_owner(s, t, _owner(o, record=record))
+            note = "" if result is OwnerResult.APPLIED else " (already gone: no-op)"
+            yield (
+                Step(StepKind.REMOVE_ACK, txn=t, note=note),
+                self._with_rem(s2, t, RemoverEvent.REMOVE_ACK),
+            )
+            if b.lost_acks:
+                yield (
+                    Step(StepKind.REMOVE_LOST_ACK, txn=t),
+                    self._with_rem(s2, t, RemoverEvent.REMOVE_ERROR),
+                )
+        elif pc is RemoverPc.REMOVED:
+            s2 = self._with_journal(s, t, self._journal_step(txn, LeaseAction.RELEASE))
+            yield Step(StepKind.RELEASE, txn=t), self._with_rem(s2, t, RemoverEvent.RELEASE)
+        elif pc is RemoverPc.RELEASED_FIRST:
+            record, _ = owner.apply(o.record, OwnerAction.REMOVE)
+            s2 = self._with_owner(s, t, _owner(o, record=record))
+            yield (
+                Step(StepKind.REMOVE_AFTER, txn=t),
+                self._with_rem(s2, t, RemoverEvent.REMOVE_AFTER),
+            )
 
     def _reconciler_steps(  # noqa: C901 - one branch per program counter
         self, s: SystemState, i: int, r: Reconciler
@@ -1145,6 +1259,8 @@ class Model:
             yield Step(StepKind.GC_APPLY, note="; ".join(done)), s2
 
     def _faults(self, s: SystemState) -> Iterator[tuple[Step, SystemState]]:
+        """Faults from outside toolswap (a crash aside); their view: the files (and the
+        owner and journal, for a foreign publish)."""
         b = self.bounds
         if b.tamper:
             for a, f in enumerate(s.files):
@@ -1161,8 +1277,6 @@ class Model:
             yield Step(StepKind.SESSION_END), _evolve(s, files=files)
         if b.foreign_publish:
             yield from self._foreign_publishes(s)
-        if b.crashes:
-            yield Step(StepKind.CRASH), self.crash(s)
 
     def _foreign_publishes(self, s: SystemState) -> Iterator[tuple[Step, SystemState]]:
         """Another writer publishes t's id (absent, unsealed) naming another present artifact.
