@@ -83,7 +83,7 @@ from .errors import (
     EnvironmentFailure,
     UsageError,
 )
-from .fs import REAL_FS, FileSystem
+from .fs import REAL_FS, FileSystem, NotRegularFileError
 from .journal_anchor import ANCHOR_NAME, JournalAnchor
 from .journal_format import (
     GENESIS_SHA256,
@@ -1006,6 +1006,10 @@ class ArtifactRetentionJournal:
         except FileNotFoundError:
             self._refresh_missing()
             return
+        except NotRegularFileError as exc:  # a directory or a FIFO where the journal belongs
+            raise JournalCorruptError(
+                fold.sequence + 1, "not_regular", "not a regular file"
+            ) from exc
         except OSError as exc:
             raise EnvironmentFailure(f"cannot open the lease journal: {exc.strerror}") from exc
         try:

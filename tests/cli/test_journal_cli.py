@@ -71,6 +71,8 @@ def test_show_on_a_bad_journal_exits_2_naming_the_line(
     if json_flag:
         document = json.loads(captured.out)
         assert (document["ok"], document["line"], document["reason"]) == (False, 2, "hash")
+        assert (document["kind"], document["exit_status"]) == ("state", 2)
+        assert captured.err.count("\n") == 1 and "line 2: hash" in captured.err
     else:
         assert captured.out == "" and captured.err.count("\n") == 1
         assert "line 2: hash" in captured.err

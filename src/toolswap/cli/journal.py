@@ -8,6 +8,7 @@ anchor saying it had one) has 0 records.
 from __future__ import annotations
 
 import argparse
+import sys
 
 from ..journal import ArtifactRetentionJournal, JournalCorruptError, Recovery
 from ._common import add_json_argument, add_session_argument, existing_session_dir, print_json
@@ -36,7 +37,21 @@ def _recover(args: argparse.Namespace) -> Recovery:
 def _corrupt(args: argparse.Namespace, exc: JournalCorruptError) -> int:
     if not args.json:
         raise exc
-    print_json({"ok": False, "line": exc.line_number, "reason": exc.reason, "detail": exc.detail})
+    # the shape of every other error under --json (one stderr line, the same
+    # keys), plus the bad line and its reason for a program to act on
+    line = " ".join(str(exc).split())
+    print(f"toolswap: error: {line}", file=sys.stderr)
+    print_json(
+        {
+            "ok": False,
+            "error": line,
+            "kind": "state",
+            "exit_status": EXIT_CORRUPT,
+            "line": exc.line_number,
+            "reason": exc.reason,
+            "detail": exc.detail,
+        }
+    )
     return EXIT_CORRUPT
 
 

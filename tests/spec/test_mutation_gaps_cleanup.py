@@ -1,0 +1,57 @@
+"""Mutation gaps in spec/cleanup.py: the predicates its contracts are written in.
+
+``classify`` and ``revalidate`` state their guarantees as contracts
+(``post: implies(... PLANNED_DELETE, _none_active(claims, now))``, ``_ours``)
+that the CrossHair check proves; no other test calls these predicates, so a
+wrong one would make that proof vacuous without any test noticing
+(docs/mutation.md, ``_none_active``, ``_ours``).
+"""
+
+from __future__ import annotations
+
+import attrs
+import pytest
+from toolswap.spec import cleanup
+from toolswap.spec.cleanup import Claim, EntryKind, FileFacts
+
+NOW = 1000
+OURS = FileFacts(digest=7, mtime=NOW - 200)
+
+
+def test_none_active_is_false_as_soon_as_one_claim_is_active() -> None:
+    expired = Claim(digest=7, retain_until=NOW)
+    assert cleanup._none_active([], NOW)
+    assert cleanup._none_active([expired], NOW)
+    assert not cleanup._none_active([expired, Claim(digest=7, retain_until=NOW + 1)], NOW)
+
+
+@pytest.mark.parametrize(
+    ("facts", "ours"),
+    [
+        (OURS, True),
+        (None, False),
+        (attrs.evolve(OURS, kind=EntryKind.SYMLINK), False),
+        (attrs.evolve(OURS, kind=EntryKind.DIRECTORY), False),
+        (attrs.evolve(OURS, owned_name=False), False),
+        (attrs.evolve(OURS, trusted=False), False),
+    ],
+    ids=["regular", "gone", "symlink", "directory", "foreign name", "untrusted"],
+)
+def test_ours_is_a_trusted_regular_file_with_our_name(facts: FileFacts | None, ours: bool) -> None:
+    assert cleanup._ours(facts) is ours
+
+
+def test_aged_starts_exactly_at_the_orphan_ttl() -> None:
+    policy = cleanup.Policy(orphan_ttl_seconds=200)
+    assert cleanup._aged(OURS, policy, NOW)
+    assert not cleanup._aged(OURS, policy, NOW - 1)
+    assert not cleanup._aged(None, policy, NOW)
+
+
+def test_planned_counts_only_planned_deletes() -> None:
+    result = (
+        ("a", cleanup.PlanStatus.PLANNED_DELETE),
+        ("b", cleanup.PlanStatus.RETAINED_LIMIT),
+        ("c", cleanup.PlanStatus.PLANNED_DELETE),
+    )
+    assert cleanup._planned(result) == 2
