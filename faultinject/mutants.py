@@ -15,10 +15,10 @@ observation that claims a seal, a step moved), so they follow the production
 code as it evolves.  Three replace a whole method with the mistaken version of
 it (``remove_reference``, the artifact name reservation, the journal reader;
 ``reconcile_reference`` for the two reconciler mutants, which keep the real
-``_decide``); if the production signature changes, :func:`_swap` or the
+``_decide``); if the production signature changes, :func:`swap` or the
 explorer's ``run_error`` says so, and a mutant killed only by ``run_error`` does not count
 (:attr:`MutantResult.killed` wants the expected invariant).  A mistake that
-lives in two places (a plan and its apply) swaps both at once (:func:`_swaps`).
+lives in two places (a plan and its apply) swaps both at once (:func:`swap_all`).
 
 :func:`kill_matrix` runs the unmutated code and then every mutant over its
 scenarios in the :class:`~toolswap.faultinject.explorer.CrashExplorer` and
@@ -93,6 +93,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import attrs
+from toolswap.spec import catalogue as spec_catalogue
+from toolswap.spec import cleanup as spec_cleanup
 
 from toolswap import cleanup, domain
 from toolswap.domain import ArtifactMemoryReference, artifact_filename
@@ -123,6 +125,8 @@ __all__ = [
     "KillMatrix",
     "kill_matrix",
     "mutant_named",
+    "swap",
+    "swap_all",
 ]
 
 _ACTIVE = threading.Lock()  # one mutant at a time, process-wide
@@ -137,7 +141,7 @@ def _original(owner: Any, name: str) -> Any:
 
 
 @contextlib.contextmanager
-def _swap(owner: Any, name: str, replacement: object) -> Iterator[None]:
+def swap(owner: Any, name: str, replacement: object) -> Iterator[None]:
     """Replace ``owner.name`` (defined on ``owner`` itself) and restore it on exit."""
     original = _original(owner, name)
     setattr(owner, name, replacement)
@@ -148,15 +152,15 @@ def _swap(owner: Any, name: str, replacement: object) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _swaps(*swaps: tuple[Any, str, object]) -> Iterator[None]:
-    """Several :func:`_swap` at once, for a mistake made in more than one place.
+def swap_all(*swaps: tuple[Any, str, object]) -> Iterator[None]:
+    """Several :func:`swap` at once, for a mistake made in more than one place.
 
     Entered only when the mutant is, and undone in reverse order (even when a
     later target is gone and its swap raises).
     """
     with contextlib.ExitStack() as stack:
         for owner, name, replacement in swaps:
-            stack.enter_context(_swap(owner, name, replacement))
+            stack.enter_context(swap(owner, name, replacement))
         yield
 
 
@@ -225,7 +229,7 @@ def _publish_before_fsync() -> contextlib.AbstractContextManager[None]:
         finally:
             self._fs = real
 
-    return _swap(ArtifactRetentionJournal, "_append", _append)
+    return swap(ArtifactRetentionJournal, "_append", _append)
 
 
 # -- release before remove -----------------------------------------------------------------
@@ -249,7 +253,7 @@ def _release_before_remove() -> contextlib.AbstractContextManager[None]:
         self._fs.crash_point("mutant.after_release")
         return remover()
 
-    return _swap(ArtifactRetentionJournal, "remove_reference", remove_reference)
+    return swap(ArtifactRetentionJournal, "remove_reference", remove_reference)
 
 
 # -- abort without tombstone ---------------------------------------------------------------
@@ -282,7 +286,7 @@ def _abort_without_tombstone() -> contextlib.AbstractContextManager[None]:
             observation = _ClaimsSealed(observation)
         return original(self, txn, observation, now)
 
-    return _swap(ArtifactRetentionJournal, "_decide", _decide)
+    return swap(ArtifactRetentionJournal, "_decide", _decide)
 
 
 # -- skip re-validation (GC apply) ---------------------------------------------------------
@@ -310,7 +314,7 @@ def _skip_revalidation() -> contextlib.AbstractContextManager[None]:
         fs.crash_point("cleanup.after_unlink")
         return cleanup.DELETED, "deleted as planned (no re-validation)"
 
-    return _swap(cleanup, "_revalidate_and_delete", _revalidate_and_delete)
+    return swap(cleanup, "_revalidate_and_delete", _revalidate_and_delete)
 
 
 # -- trust the Memory path -----------------------------------------------------------------
@@ -344,7 +348,7 @@ def _trust_memory_path(
             fs.fsync_dir(posixpath.dirname(record.artifact_path))
         return report
 
-    return _swap(cleanup, "apply_cleanup_from_journal", apply_cleanup_from_journal)
+    return swap(cleanup, "apply_cleanup_from_journal", apply_cleanup_from_journal)
 
 
 # -- a counter that overwrites -------------------------------------------------------------
@@ -368,7 +372,7 @@ def _counter_overwrites() -> contextlib.AbstractContextManager[None]:
             fs.ftruncate(handle, 0)
             return filename, path, handle
 
-    return _swap(ToolResultExternalizer, "_reserve", _reserve)
+    return swap(ToolResultExternalizer, "_reserve", _reserve)
 
 
 # -- splitlines on the journal -------------------------------------------------------------
@@ -401,7 +405,7 @@ def _splitlines_journal() -> contextlib.AbstractContextManager[None]:
         finally:
             fs.close(handle)
 
-    return _swap(ArtifactRetentionJournal, "_read_from", _read_from)
+    return swap(ArtifactRetentionJournal, "_read_from", _read_from)
 
 
 # -- cleanup over a corrupt journal -------------------------------------------------------
@@ -442,7 +446,7 @@ def _gc_ignores_corrupt_journal() -> contextlib.AbstractContextManager[None]:
             with paths.session_lock(fs):
                 return cleanup._apply_locked(paths, plan, no_claims, fs, now)
 
-    return _swaps(
+    return swap_all(
         (cleanup, "plan_cleanup_from_journal", plan_cleanup_from_journal),
         (cleanup, "apply_cleanup_from_journal", apply_cleanup_from_journal),
     )
@@ -452,14 +456,14 @@ def _gc_ignores_corrupt_journal() -> contextlib.AbstractContextManager[None]:
 
 
 def _gc_ignores_digest_conflict() -> contextlib.AbstractContextManager[None]:
-    verdict_original = vars(cleanup)["_claim_verdict"]
+    # The plan's half goes through the seam the implementation decides by: the
+    # spec's PLAN_RULES, without the row that keeps a file a claim disagrees with.
+    rules = tuple(
+        rule
+        for rule in vars(spec_cleanup)["PLAN_RULES"]
+        if rule[2] is not spec_cleanup.PlanStatus.RETAINED_CORRUPT
+    )
     revalidate_original: Callable[..., tuple[str, str]] = vars(cleanup)["_revalidate_and_delete"]
-
-    def _claim_verdict(digests: Any, sha256: str) -> Any:
-        # the mistake: only a claim on these very bytes counts; another digest is
-        # "some other file", so a tampered or conflicting claim protects nothing
-        matching = {d: n for d, n in (digests or {}).items() if d == sha256}
-        return verdict_original(matching, sha256)
 
     def _revalidate_and_delete(paths: Any, entry: Any, index: Any, *rest: Any) -> tuple[str, str]:
         digests = index.by_name.get(entry.name) or {}
@@ -467,8 +471,8 @@ def _gc_ignores_digest_conflict() -> contextlib.AbstractContextManager[None]:
         by_name = {**index.by_name, entry.name: kept}
         return revalidate_original(paths, entry, cleanup._ClaimIndex(by_name=by_name), *rest)
 
-    return _swaps(
-        (cleanup, "_claim_verdict", _claim_verdict),
+    return swap_all(
+        (spec_cleanup, "PLAN_RULES", rules),
         (cleanup, "_revalidate_and_delete", _revalidate_and_delete),
     )
 
@@ -489,7 +493,7 @@ def _prepared_lease_expires() -> contextlib.AbstractContextManager[None]:
         pending = {c.source_id for c in expiring}
         return [c for c in original(recovery) if c.source_id not in pending] + expiring
 
-    return _swap(cleanup, "_protecting_claims", _protecting_claims)
+    return swap(cleanup, "_protecting_claims", _protecting_claims)
 
 
 # -- an uncertain publish error taken for a rejection --------------------------------------
@@ -527,7 +531,7 @@ def _uncertain_error_aborts() -> contextlib.AbstractContextManager[None]:
         except _TakenForRejection as taken:  # ... and the caller sees the owner's error
             raise taken.error from None
 
-    return _swap(ArtifactRetentionJournal, "publish_reference", publish_reference)
+    return swap(ArtifactRetentionJournal, "publish_reference", publish_reference)
 
 
 # -- a transaction id sent again -----------------------------------------------------------
@@ -551,7 +555,7 @@ def _replay_transaction_id() -> contextlib.AbstractContextManager[None]:
             assert transaction_id is not None
             return self._fold.transaction(validate_transaction_id(transaction_id))
 
-    return _swap(ArtifactRetentionJournal, "prepare", prepare)
+    return swap(ArtifactRetentionJournal, "prepare", prepare)
 
 
 # -- prepare without its checks ------------------------------------------------------------
@@ -563,7 +567,7 @@ def _prepare_skips_checks() -> contextlib.AbstractContextManager[None]:
         # file that cleanup deleted before prepare took the session lock
         return None
 
-    return _swap(ArtifactRetentionJournal, "_verify_artifact", _verify_artifact)
+    return swap(ArtifactRetentionJournal, "_verify_artifact", _verify_artifact)
 
 
 # -- raw-claims cleanup next to a lease journal --------------------------------------------
@@ -575,7 +579,7 @@ def _raw_cleanup_bypasses_journal() -> contextlib.AbstractContextManager[None]:
         # journal holds leases they cannot see (a PREPARED one above all)
         return None
 
-    return _swap(cleanup, "_refuse_if_journal", _refuse_if_journal)
+    return swap(cleanup, "_refuse_if_journal", _refuse_if_journal)
 
 
 # -- unknown names in tool-results/ --------------------------------------------------------
@@ -588,7 +592,7 @@ def _gc_skips_name_denial() -> contextlib.AbstractContextManager[None]:
         # the mistake: only the entry's type is judged, as if every name were an artifact's
         return original(artifact_filename(1), facts)
 
-    return _swap(cleanup, "_denial", _denial)
+    return swap(cleanup, "_denial", _denial)
 
 
 class _PrefixPattern:
@@ -602,7 +606,7 @@ class _PrefixPattern:
 
 
 def _unanchored_artifact_name() -> contextlib.AbstractContextManager[None]:
-    return _swap(domain, "_FILENAME_RE", _PrefixPattern(vars(domain)["_FILENAME_RE"]))
+    return swap(domain, "_FILENAME_RE", _PrefixPattern(vars(domain)["_FILENAME_RE"]))
 
 
 # -- reconciling outside the fence: no fence, or a generation checked on the client ----------
@@ -684,7 +688,7 @@ def _reconcile_outside_the_fence(*, client_check: bool) -> contextlib.AbstractCo
             )
         return decide(self, txn, seen, now)  # the fence is gone: nothing holds a publish back
 
-    return _swap(ArtifactRetentionJournal, "reconcile_reference", reconcile_reference)
+    return swap(ArtifactRetentionJournal, "reconcile_reference", reconcile_reference)
 
 
 def _client_side_generation() -> contextlib.AbstractContextManager[None]:
@@ -770,7 +774,7 @@ MUTANTS: tuple[Mutant, ...] = (
         name="gc_ignores_digest_conflict",
         mistake="a claim whose digest disagrees with the file does not protect it",
         invariant="S1",
-        target="toolswap.cleanup._claim_verdict",
+        target="toolswap.spec.cleanup.PLAN_RULES",
         scenarios=("gc_digest_conflict",),
         install=_gc_ignores_digest_conflict,
     ),
@@ -847,6 +851,9 @@ MUTANTS: tuple[Mutant, ...] = (
         install=_reconcile_without_fence,
     ),
 )
+
+for _mutant in MUTANTS:  # the catalogue says which invariant catches each mistake
+    spec_catalogue.check_agrees(_mutant.label, _mutant.invariant, "code")
 """Every implementation mutant; each must be killed by its invariant."""
 
 

@@ -7,15 +7,20 @@ Plan (read-only), for one entry of ``tool-results/`` or one claimed name,
 the first matching row of :data:`PLAN_RULES` decides:
 
 1. no file, a claim names it                  -> ``missing_referenced`` (reported: dangling)
-2. not a regular file (directory, symlink...) -> ``denied`` (never followed)
-3. a name that is not ``tool_result_NNN.txt``  -> ``denied`` (not ours)
-4. not ours to judge (another owner, unreadable,
+2. not a regular file (directory, symlink, an
+   entry that cannot be inspected...)          -> ``denied`` (never followed)
+3. hard-linked (more than one name)            -> ``denied`` (may be someone else's)
+4. a name that is not ``tool_result_NNN.txt``  -> ``denied`` (not ours)
+5. not ours to judge (another owner, unreadable,
    changed while it was hashed)                -> ``retained_unknown``
-5. an active claim whose digest differs        -> ``retained_corrupt``
-6. an active claim whose full digest matches   -> ``retained_referenced``
-7. younger than the orphan TTL                 -> ``retained_recent``
-8. the plan already holds ``max_deletions``     -> ``retained_limit``
-9. otherwise                                  -> ``planned_delete``
+6. an active claim whose digest differs        -> ``retained_corrupt``
+7. an active claim whose full digest matches   -> ``retained_referenced``
+8. younger than the orphan TTL                 -> ``retained_recent``
+9. the plan already holds ``max_deletions``     -> ``retained_limit``
+10. otherwise                                 -> ``planned_delete``
+
+:func:`plan` counts toward ``max_deletions`` in name order; the implementation
+counts oldest first (the same rows, asked with its own running count).
 
 A claim is *active* when it is pending (PREPARED: no expiry, whatever its
 ``retain_until``), or when it counts references and ``retain_until`` is unset
@@ -24,10 +29,19 @@ or still ahead.
 Apply, for one ``planned_delete`` entry, against the facts and claims *now*
 (first matching row of :data:`APPLY_RULES`):
 
-1. the file is gone                                    -> ``already_missing``
+1. an active claim names it now, with another digest   -> ``retained_corrupt``
 2. an active claim names it now                        -> ``retained_referenced``
-3. type, name, snapshot (size, mtime, device, inode) or digest changed -> ``race_detected``
-4. otherwise                                           -> ``deleted``
+3. the file is gone                                    -> ``already_missing``
+4. it cannot be inspected or read now                  -> ``retained_unknown``
+5. type, name, hard links, owner, snapshot (size, mtime, device, inode)
+   or digest changed                                   -> ``race_detected``
+6. younger than the orphan TTL now                     -> ``retained_recent``
+7. otherwise                                           -> ``deleted``
+
+The implementation gathers these facts in the rows' order and stops at the
+first row that holds, so it never reads a file a claim keeps.  Row 6 needs
+the policy; :func:`revalidate` without one (the composed model, whose time is
+one "older than the TTL" flag) never takes it.
 
 Theory of operation
 ===================
@@ -43,6 +57,7 @@ path outside (S7).  Time enters as an argument (``now``), never as a clock.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 import attrs
 
@@ -59,8 +74,10 @@ __all__ = [
     "APPLY_RULES",
     "claim_is_active",
     "classify",
+    "plan_rule",
     "plan",
     "revalidate",
+    "apply_rule",
 ]
 
 
@@ -93,6 +110,9 @@ class ApplyStatus(IdentityEnum):
     RACE_DETECTED = "race_detected"
     ALREADY_MISSING = "already_missing"
     RETAINED_REFERENCED = "retained_referenced"
+    RETAINED_CORRUPT = "retained_corrupt"
+    RETAINED_UNKNOWN = "retained_unknown"
+    RETAINED_RECENT = "retained_recent"
 
 
 @attrs.frozen
@@ -101,14 +121,22 @@ class FileFacts:
 
     kind: EntryKind = EntryKind.REGULAR
     owned_name: bool = True
+    # True when the file has more than one name (a hard link): its bytes may be
+    # someone else's, so it is never ours to delete.
+    linked: bool = False
     # False when the scan cannot vouch for the bytes: another owner, an
     # unreadable file, or one that changed while it was hashed.
     trusted: bool = True
+    # False when the entry could not be inspected or read at all (an I/O error).
+    readable: bool = True
     digest: int = 0
     size: int = 0
     mtime: int = 0
     device: int = 0
     inode: int = 0
+    # The same instant as ``mtime`` at the implementation's full resolution (ns):
+    # part of the snapshot a change is detected by, never read by a rule.
+    mtime_exact: int = 0
 
 
 @attrs.frozen
@@ -142,8 +170,7 @@ def claim_is_active(claim: Claim, now: int) -> bool:
     return claim.retain_until is None or claim.retain_until > now
 
 
-@attrs.frozen
-class _Case:
+class _Case(NamedTuple):  # a tuple, not attrs: classify runs for every entry of every plan
     facts: FileFacts | None
     active: tuple[Claim, ...]
     policy: Policy
@@ -159,6 +186,10 @@ def _not_regular(c: _Case) -> bool:
     return c.facts is not None and c.facts.kind is not EntryKind.REGULAR
 
 
+def _linked(c: _Case) -> bool:
+    return c.facts is not None and c.facts.linked
+
+
 def _foreign_name(c: _Case) -> bool:
     return c.facts is not None and not c.facts.owned_name
 
@@ -168,11 +199,15 @@ def _untrusted(c: _Case) -> bool:
 
 
 def _claim_disagrees(c: _Case) -> bool:
-    return c.facts is not None and any(k.digest != c.facts.digest for k in c.active)
+    return (
+        bool(c.active) and c.facts is not None and any(k.digest != c.facts.digest for k in c.active)
+    )
 
 
 def _claim_matches(c: _Case) -> bool:
-    return c.facts is not None and any(k.digest == c.facts.digest for k in c.active)
+    return (
+        bool(c.active) and c.facts is not None and any(k.digest == c.facts.digest for k in c.active)
+    )
 
 
 def _recent(c: _Case) -> bool:
@@ -191,6 +226,7 @@ def _always(c: _Case) -> bool:
 PLAN_RULES: tuple[tuple[str, Callable[[_Case], bool], PlanStatus], ...] = (
     ("no file, a claim names it", _no_file, PlanStatus.MISSING_REFERENCED),
     ("not a regular file", _not_regular, PlanStatus.DENIED),
+    ("hard-linked (more than one name)", _linked, PlanStatus.DENIED),
     ("name is not tool_result_NNN.txt", _foreign_name, PlanStatus.DENIED),
     ("not ours to judge (owner, unreadable, changing)", _untrusted, PlanStatus.RETAINED_UNKNOWN),
     ("an active claim's digest differs", _claim_disagrees, PlanStatus.RETAINED_CORRUPT),
@@ -216,11 +252,25 @@ def classify(
     post: implies(__return__ is PlanStatus.PLANNED_DELETE, _aged(facts, policy, now))
     post: implies(__return__ is PlanStatus.PLANNED_DELETE, planned_so_far < policy.max_deletions)
     """
-    active = tuple(k for k in claims if claim_is_active(k, now))
+    return PLAN_RULES[plan_rule(facts, claims, policy, now, planned_so_far)][2]
+
+
+def plan_rule(
+    facts: FileFacts | None,
+    claims: Sequence[Claim],
+    policy: Policy,
+    now: int,
+    planned_so_far: int = 0,
+) -> int:
+    """The index in :data:`PLAN_RULES` of the row that decides one entry (see :func:`classify`).
+
+    post: 0 <= __return__ < len(PLAN_RULES)
+    """
+    active = tuple(k for k in claims if claim_is_active(k, now)) if claims else ()
     case = _Case(facts, active, policy, now, planned_so_far)
-    for _name, condition, status in PLAN_RULES:
+    for index, (_name, condition, _status) in enumerate(PLAN_RULES):
         if condition(case):
-            return status
+            return index
     raise AssertionError("unreachable: the last rule always holds")  # pragma: no cover
 
 
@@ -248,23 +298,40 @@ def plan(
     return tuple(result)
 
 
-@attrs.frozen
-class _Recheck:
+class _Recheck(NamedTuple):
     planned: FileFacts
     current: FileFacts | None
     active: tuple[Claim, ...]
+    now: int
+    policy: Policy | None
 
 
-def _gone(c: _Recheck) -> bool:
-    return c.current is None
+def _claimed_otherwise(c: _Recheck) -> bool:
+    return bool(c.active) and any(k.digest != c.planned.digest for k in c.active)
 
 
 def _claimed_now(c: _Recheck) -> bool:
     return bool(c.active)
 
 
+def _gone(c: _Recheck) -> bool:
+    return c.current is None
+
+
+def _unreadable(c: _Recheck) -> bool:
+    return c.current is not None and not c.current.readable
+
+
 def _changed(c: _Recheck) -> bool:
     return c.current != c.planned or c.planned.kind is not EntryKind.REGULAR
+
+
+def _recent_now(c: _Recheck) -> bool:
+    return (
+        c.policy is not None
+        and c.current is not None
+        and c.now - c.current.mtime < c.policy.orphan_ttl_seconds
+    )
 
 
 def _unchanged(c: _Recheck) -> bool:
@@ -273,9 +340,16 @@ def _unchanged(c: _Recheck) -> bool:
 
 #: Ordered (condition name, condition, outcome) for apply re-validation.
 APPLY_RULES: tuple[tuple[str, Callable[[_Recheck], bool], ApplyStatus], ...] = (
-    ("the file is gone", _gone, ApplyStatus.ALREADY_MISSING),
+    (
+        "an active claim names it now, another digest",
+        _claimed_otherwise,
+        ApplyStatus.RETAINED_CORRUPT,
+    ),
     ("an active claim names it now", _claimed_now, ApplyStatus.RETAINED_REFERENCED),
-    ("type, snapshot or digest changed", _changed, ApplyStatus.RACE_DETECTED),
+    ("the file is gone", _gone, ApplyStatus.ALREADY_MISSING),
+    ("cannot be inspected or read now", _unreadable, ApplyStatus.RETAINED_UNKNOWN),
+    ("type, links, owner, snapshot or digest changed", _changed, ApplyStatus.RACE_DETECTED),
+    ("younger than the orphan TTL now", _recent_now, ApplyStatus.RETAINED_RECENT),
     ("unchanged and unclaimed", _unchanged, ApplyStatus.DELETED),
 )
 
@@ -285,19 +359,34 @@ def revalidate(
     current: FileFacts | None,
     current_claims: Sequence[Claim],
     now: int,
+    policy: Policy | None = None,
 ) -> ApplyStatus:
     """The apply outcome for a planned entry, given what is true *now*.
 
     post: implies(__return__ is ApplyStatus.DELETED, current == planned)
     post: implies(__return__ is ApplyStatus.DELETED, _none_active(current_claims, now))
     post: implies(__return__ is ApplyStatus.DELETED, planned.kind is EntryKind.REGULAR)
-    post: implies(current is None, __return__ is ApplyStatus.ALREADY_MISSING)
+    post: implies(current is None, __return__ is not ApplyStatus.DELETED)
     """
-    active = tuple(k for k in current_claims if claim_is_active(k, now))
-    case = _Recheck(planned, current, active)
-    for _name, condition, status in APPLY_RULES:
+    return APPLY_RULES[apply_rule(planned, current, current_claims, now, policy)][2]
+
+
+def apply_rule(
+    planned: FileFacts,
+    current: FileFacts | None,
+    current_claims: Sequence[Claim],
+    now: int,
+    policy: Policy | None = None,
+) -> int:
+    """The index in :data:`APPLY_RULES` of the row that decides (see :func:`revalidate`).
+
+    post: 0 <= __return__ < len(APPLY_RULES)
+    """
+    active = tuple(k for k in current_claims if claim_is_active(k, now)) if current_claims else ()
+    case = _Recheck(planned, current, active, now, policy)
+    for index, (_name, condition, _status) in enumerate(APPLY_RULES):
         if condition(case):
-            return status
+            return index
     raise AssertionError("unreachable: the last rule always holds")  # pragma: no cover
 
 
@@ -315,7 +404,11 @@ def _none_active(claims: Sequence[Claim], now: int) -> bool:
 
 def _ours(facts: FileFacts | None) -> bool:
     return (
-        facts is not None and facts.kind is EntryKind.REGULAR and facts.owned_name and facts.trusted
+        facts is not None
+        and facts.kind is EntryKind.REGULAR
+        and not facts.linked
+        and facts.owned_name
+        and facts.trusted
     )
 
 

@@ -28,7 +28,7 @@ import enum
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from . import actors, cleanup, lease, owner, reconcile, variants
+from . import actors, catalogue, cleanup, lease, owner, reconcile, variants
 
 __all__ = [
     "BEGIN",
@@ -142,6 +142,18 @@ def _rules_table(title: str, rules: Iterable[tuple[str, object, enum.Enum]]) -> 
     return f"#### {title}\n\n" + _table(("#", "first condition that holds", "status"), rows)
 
 
+def _catalogue_table() -> str:
+    def mark(flag: bool) -> str:
+        return "yes" if flag else ""
+
+    rows = [
+        (f"`{e.name}`", e.invariant, mark(e.model), mark(e.code), mark(e.stateful))
+        for e in catalogue.CATALOGUE.values()
+    ]
+    head = ("mistake", "caught by", "model (variant)", "code (mutant)", "stateful machine")
+    return "#### Catalogue of mistakes (`catalogue.CATALOGUE`)\n\n" + _table(head, rows)
+
+
 def _variants_table() -> str:
     rows = [(f"`{v.name}`", v.mistake.value, v.expected) for v in variants.VARIANTS.values()]
     head = ("variant (`--variant`)", "mistake", "must violate")
@@ -157,6 +169,7 @@ def generate() -> str:
         _reconcile_table(),
         _rules_table("Cleanup plan (`cleanup.PLAN_RULES`)", cleanup.PLAN_RULES),
         _rules_table("Cleanup apply re-validation (`cleanup.APPLY_RULES`)", cleanup.APPLY_RULES),
+        _catalogue_table(),
         _variants_table(),
     ]
     return "\n\n".join(parts) + "\n"

@@ -97,6 +97,9 @@ class SealResult(IdentityEnum):
     SEALED = "sealed"  # tombstone written now
     ALREADY_SEALED = "already_sealed"
     STALE = "stale"  # the generation moved: nothing written
+    # The seal raised or gave no yes/no answer: a tombstone may or may not exist.
+    # The model's owner always answers; a real adapter may not (reconcile row 4).
+    UNKNOWN = "unknown"
 
 
 _O = OwnerState

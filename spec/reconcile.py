@@ -17,7 +17,9 @@ decides what the journal does:
 3. UNKNOWN: nothing -> ``pending_unknown``.
 4. ABSENT, not sealed: the owner seals by CAS on the observed generation, and
    only then is ABORTED appended -> ``aborted``; if the generation moved before
-   the seal, nothing -> ``pending_stale``.
+   the seal, nothing -> ``pending_stale``; if the seal gave no answer (it
+   raised, or said neither yes nor no), nothing -> ``pending_unknown``: the
+   tombstone may exist, so absence is not proven.
 5. ABSENT, already sealed: append ABORTED, no second seal -> ``aborted``.
 6. A lease that is already terminal: nothing, whatever the owner says ->
    ``already_committed`` / ``already_aborted`` / ``already_released``.
@@ -105,6 +107,7 @@ class Decision:
 _K = ObservationKind
 _St = ReconcileStatus
 _ABSENT = (_K.ABSENT_SEALED, _K.ABSENT_UNSEALED)
+_SEAL_DONE = (SealResult.SEALED, SealResult.ALREADY_SEALED)
 
 
 def _rows() -> dict[tuple[LeaseState, ObservationKind], Decision]:
@@ -139,6 +142,7 @@ SEAL_TABLE: Mapping[SealResult, Decision] = MappingProxyType(
         SealResult.SEALED: Decision(False, LeaseAction.ABORT, _St.ABORTED),
         SealResult.ALREADY_SEALED: Decision(False, LeaseAction.ABORT, _St.ABORTED),
         SealResult.STALE: Decision(False, None, _St.PENDING_STALE),
+        SealResult.UNKNOWN: Decision(False, None, _St.PENDING_UNKNOWN),
     }
 )
 
@@ -181,7 +185,7 @@ def decide(state: LeaseState, kind: ObservationKind) -> Decision:
 def after_seal(result: SealResult) -> Decision:
     """The decision once the seal of row 4 answered.
 
-    post: (__return__.journal_action is LeaseAction.ABORT) == (result is not SealResult.STALE)
+    post: (__return__.journal_action is LeaseAction.ABORT) == (result in _SEAL_DONE)
     """
     return SEAL_TABLE[result]
 

@@ -12,7 +12,9 @@ Rules
    only shows under a fault the default bounds leave off names that fault in
    ``faults``: :meth:`Variant.bounds` switches it on over any bounds given, and
    the correct model under those same bounds has no violation.
-3. Names are the stable handles of the CLI (``toolswap explore --variant``),
+3. Every variant has its entry in :mod:`catalogue`, with the same expected
+   invariant (checked when this module loads).
+4. Names are the stable handles of the CLI (``toolswap explore --variant``),
    the tests and SPEC.md; an unknown name raises :class:`UnknownVariant`.
 
 Theory of operation
@@ -33,6 +35,7 @@ from types import MappingProxyType
 
 import attrs
 
+from . import catalogue
 from .errors import UnknownVariant
 from .invariants import INVARIANT_NAMES
 from .system import Bounds, Mistake, Model
@@ -248,6 +251,9 @@ _ROWS: tuple[Variant, ...] = (
         faults=("concurrent_reconcilers",),
     ),
 )
+
+for _row in _ROWS:  # the catalogue says which invariant catches each mistake
+    catalogue.check_agrees(_row.name, _row.expected, "model")
 
 #: name -> variant, in the order SPEC.md lists them.
 VARIANTS: Mapping[str, Variant] = MappingProxyType({v.name: v for v in _ROWS})

@@ -15,11 +15,9 @@ from .cleanup import (
     HostilePlanError,
     JournalRequiredError,
     apply_cleanup,
-    apply_cleanup_from_journal,
     cleanup_session,
-    cleanup_session_from_journal,
     plan_cleanup,
-    plan_cleanup_from_journal,
+    session_journal,
 )
 from .domain import (
     ArtifactMemoryReference,
@@ -34,8 +32,10 @@ from .errors import (
     ArtifactIntegrityError,
     ArtifactNotOwnedError,
     ArtifactWriteError,
+    CommandStartError,
     CorruptStateError,
     EnvironmentFailure,
+    FailpointError,
     InvalidSourceId,
     InvalidSummary,
     InvalidThreshold,
@@ -79,6 +79,7 @@ from .reading import (
     render_listing,
     render_page,
 )
+from .session import SessionPaths
 
 __all__ = [
     "DEFAULT_PAGE_BYTES",
@@ -124,6 +125,9 @@ __all__ = [
     "OwnerConflictError",
     "OwnerObservation",
     "OwnerStoreError",
+    "CommandStartError",
+    "FailpointError",
+    "SessionPaths",
     "Phase",
     "REAL_FS",
     "ReconcileStatus",
@@ -137,13 +141,11 @@ __all__ = [
     "UnknownTransactionError",
     "UsageError",
     "apply_cleanup",
-    "apply_cleanup_from_journal",
     "cleanup_session",
-    "cleanup_session_from_journal",
     "format_source_id",
     "owner_publisher",
     "owner_remover",
     "parse_source_id",
     "plan_cleanup",
-    "plan_cleanup_from_journal",
+    "session_journal",
 ]

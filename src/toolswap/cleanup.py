@@ -11,7 +11,9 @@ Plan (:func:`plan_cleanup`, :func:`plan_cleanup_from_journal`):
 1. ``lstat`` ``tool-results/``; a symlink or non-directory refuses (S7).
 2. ``lstat`` every entry; stream a SHA-256 of every regular artifact file
    (1 MiB chunks), freezing a snapshot (size, mtime_ns, device, inode).
-3. Decide one status per entry, first match wins:
+3. Decide one status per entry, first match wins (the spec's
+   ``cleanup.PLAN_RULES`` decides, through :func:`toolswap.decisions.plan_status`;
+   this module gathers the facts the rows read):
 
    =====================  ====================================================
    ``denied``             not ours: a symlink (never followed), a directory,
@@ -67,13 +69,34 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
+from toolswap.spec.cleanup import ApplyStatus as _ApplyStatus
+from toolswap.spec.cleanup import EntryKind as _EntryKind
+from toolswap.spec.cleanup import PlanStatus as _PlanStatus
+
+from .decisions import (
+    apply_status,
+    digest_of,
+    plan_status,
+    planned_facts,
+    spec_claims,
+    spec_facts,
+    spec_policy,
+)
 from .domain import (
     ArtifactRetentionClaim,
     artifact_number,
     is_artifact_filename,
     parse_source_id,
 )
-from .errors import CorruptStateError, EnvironmentFailure, UsageError
+from .errors import (
+    CleanupRefused,
+    CorruptStateError,
+    EnvironmentFailure,
+    ForeignClaimError,
+    HostilePlanError,
+    JournalRequiredError,
+    UsageError,
+)
 from .fs import REAL_FS, FileFacts, FileSystem
 from .journal_anchor import ANCHOR_NAME
 from .journal_format import Phase
@@ -102,68 +125,45 @@ __all__ = [
     "apply_cleanup_from_journal",
     "cleanup_session",
     "cleanup_session_from_journal",
+    "session_journal",
 ]
 
 CHUNK_SIZE = 1024 * 1024
 PLAN_VERSION = 2  # 2: no ``foreign_claims`` (a foreign claim refuses the plan)
 
-RETAINED_REFERENCED = "retained_referenced"
-RETAINED_RECENT = "retained_recent"
-RETAINED_LIMIT = "retained_limit"
-RETAINED_UNKNOWN = "retained_unknown"
-DENIED = "denied"
-RETAINED_CORRUPT = "retained_corrupt"
-MISSING_REFERENCED = "missing_referenced"
-PLANNED_DELETE = "planned_delete"
+# One spelling per status: the spec's enums own the names (docs/where-things-live.md).
+RETAINED_REFERENCED: str = _PlanStatus.RETAINED_REFERENCED.value
+RETAINED_RECENT: str = _PlanStatus.RETAINED_RECENT.value
+RETAINED_LIMIT: str = _PlanStatus.RETAINED_LIMIT.value
+RETAINED_UNKNOWN: str = _PlanStatus.RETAINED_UNKNOWN.value
+DENIED: str = _PlanStatus.DENIED.value
+RETAINED_CORRUPT: str = _PlanStatus.RETAINED_CORRUPT.value
+MISSING_REFERENCED: str = _PlanStatus.MISSING_REFERENCED.value
+PLANNED_DELETE: str = _PlanStatus.PLANNED_DELETE.value
 
-DELETED = "deleted"
-RACE_DETECTED = "race_detected"
-ALREADY_MISSING = "already_missing"
-DRY_RUN = "dry_run"
+DELETED: str = _ApplyStatus.DELETED.value
+RACE_DETECTED: str = _ApplyStatus.RACE_DETECTED.value
+ALREADY_MISSING: str = _ApplyStatus.ALREADY_MISSING.value
+DRY_RUN = "dry_run"  # the implementation's dry run: re-validated, not deleted
 
-PLAN_STATUSES = frozenset(
+PLAN_STATUSES: frozenset[str] = frozenset(s.value for s in _PlanStatus)
+#: Apply reports what the plan rows would say now when a claim or the clock keeps a file.
+APPLY_STATUSES: frozenset[str] = frozenset(
     {
-        RETAINED_REFERENCED,
-        RETAINED_RECENT,
-        RETAINED_LIMIT,
-        RETAINED_UNKNOWN,
-        DENIED,
-        RETAINED_CORRUPT,
-        MISSING_REFERENCED,
-        PLANNED_DELETE,
-    }
-)
-APPLY_STATUSES = frozenset(
-    {
-        DELETED,
-        RACE_DETECTED,
-        ALREADY_MISSING,
+        *(s.value for s in _ApplyStatus),
         DRY_RUN,
-        RETAINED_REFERENCED,
         RETAINED_CORRUPT,
         RETAINED_RECENT,
         RETAINED_UNKNOWN,
     }
 )
+_SYMLINK = _EntryKind.SYMLINK
+
+#: Plan statuses of an orphan past the TTL: its place in line (oldest first) decides.
+_CANDIDATE = frozenset({PLANNED_DELETE, RETAINED_LIMIT})
 
 
 # -- errors ----------------------------------------------------------------------
-
-
-class CleanupRefused(CorruptStateError):
-    """Durable state leaves doubt (corrupt journal, odd ``tool-results``): nothing is deleted."""
-
-
-class HostilePlanError(UsageError):
-    """A plan that cleanup did not make for this session: odd names, another session or root."""
-
-
-class ForeignClaimError(UsageError):
-    """A claim names another session: the caller is confused about what it cleans (S1, S7)."""
-
-
-class JournalRequiredError(UsageError):
-    """The session has a lease journal; only the journal-aware cleanup may run (S1)."""
 
 
 # -- policy ----------------------------------------------------------------------
@@ -458,19 +458,20 @@ def _index_claims(
     return _ClaimIndex(by_name=by_name)
 
 
-def _claim_verdict(digests: Mapping[str, int] | None, sha256: str) -> tuple[str, str, int] | None:
-    """(status, reason, reference count) if claims decide the file, else None."""
-    if not digests:
-        return None
-    count = sum(digests.values())
+def _claim_reason(digests: Mapping[str, int], sha256: str) -> str:
+    """Why active claims keep the file, in words (the table decides corrupt vs referenced)."""
     if set(digests) != {sha256}:
         return (
-            RETAINED_CORRUPT,
             f"a claim's digest disagrees with the file (file {sha256[:12]}..., "
-            f"claims {', '.join(d[:12] + '...' for d in sorted(digests))})",
-            count,
+            f"claims {', '.join(d[:12] + '...' for d in sorted(digests))})"
         )
-    return RETAINED_REFERENCED, f"{count} active reference(s), digest matches", count
+    return f"{sum(digests.values())} active reference(s), digest matches"
+
+
+def _claim_verdict(digests: Mapping[str, int], sha256: str) -> tuple[str, str]:
+    """(status, reason) when a claim names a planned file at apply time."""
+    status = RETAINED_CORRUPT if set(digests) != {sha256} else RETAINED_REFERENCED
+    return status, _claim_reason(digests, sha256)
 
 
 # -- hashing -------------------------------------------------------------------------
@@ -548,21 +549,25 @@ def _plan(
         except OSError as exc:
             raise EnvironmentFailure(f"cannot list {TOOL_RESULTS}/: {exc}") from exc
 
+    rules = spec_policy(policy.orphan_ttl_seconds, policy.max_deletions)
     decided: dict[str, PlanEntry] = {}
     facts_of: dict[str, FileFacts] = {}
     for name in names:
         if name in {".", ".."} or "/" in name or "\0" in name:  # pragma: no cover - OS never
             continue
+        claims = spec_claims(index.by_name.get(name))
         try:
             facts = fs.lstat(os.path.join(paths.tool_results, name))
         except FileNotFoundError:
             continue  # vanished between listdir and lstat: nothing to decide
         except OSError as exc:
-            decided[name] = PlanEntry(name=name, status=DENIED, reason=f"cannot inspect: {exc}")
+            status = plan_status(spec_facts(name, None), claims, rules, now, 0)
+            decided[name] = PlanEntry(name=name, status=status, reason=f"cannot inspect: {exc}")
             continue
         denial = _denial(name, facts)
         if denial is not None:
-            decided[name] = PlanEntry(name=name, status=DENIED, reason=denial)
+            status = plan_status(spec_facts(name, facts), claims, rules, now, 0)
+            decided[name] = PlanEntry(name=name, status=status, reason=denial)
             continue
         facts_of[name] = facts
 
@@ -572,7 +577,8 @@ def _plan(
     files_done = 0
     bytes_before = 0
     candidates: list[tuple[int, str]] = []
-    hashed: dict[str, tuple[FileSnapshot, str]] = {}
+    hashed: dict[str, tuple[FileSnapshot, str, Any, str]] = {}
+    planned = 0
 
     def report(done: int) -> None:
         if progress is not None:
@@ -587,23 +593,25 @@ def _plan(
 
     for name, facts in facts_of.items():
         snapshot = FileSnapshot.of(facts)
-        entry = _decide_file(paths, name, facts, snapshot, uid, index, policy, fs, now, report)
+        entry = _decide_file(paths, name, facts, snapshot, uid, index, rules, fs, now, report)
         files_done += 1
         bytes_before += facts.size
         report(0)
         if isinstance(entry, PlanEntry):
             decided[name] = entry
         else:
-            hashed[name] = (snapshot, entry)
+            hashed[name] = (snapshot, *entry)
             candidates.append((facts.mtime_ns, name))
 
-    candidates.sort()
-    for position, (_, name) in enumerate(candidates):
-        snapshot, sha256 = hashed[name]
-        if position < policy.max_deletions:
-            status, reason = PLANNED_DELETE, "unreferenced orphan past the TTL"
+    candidates.sort()  # oldest orphans are planned first: they count toward the limit first
+    for _, name in candidates:
+        snapshot, sha256, seen, first = hashed[name]
+        # the same question as the first pass while nothing is planned yet: same answer
+        status = first if planned == 0 else plan_status(seen, (), rules, now, planned)
+        if status == PLANNED_DELETE:
+            planned += 1
+            reason = "unreferenced orphan past the TTL"
         else:
-            status = RETAINED_LIMIT
             reason = f"orphan past the TTL beyond max_deletions={policy.max_deletions}"
         decided[name] = PlanEntry(
             name=name, status=status, reason=reason, snapshot=snapshot, sha256=sha256
@@ -614,7 +622,7 @@ def _plan(
             count = sum(digests.values())
             decided[name] = PlanEntry(
                 name=name,
-                status=MISSING_REFERENCED,
+                status=plan_status(None, spec_claims(digests), rules, now, planned),
                 reason=f"{count} active reference(s) but the file is gone (dangling pointer)",
                 reference_count=count,
             )
@@ -651,16 +659,27 @@ def _decide_file(
     snapshot: FileSnapshot,
     uid: int,
     index: _ClaimIndex,
-    policy: ArtifactCleanupPolicy,
+    rules: Any,
     fs: FileSystem,
     now: float,
     report: _Hashed,
-) -> PlanEntry | str:
-    """A final entry, or the digest of an orphan past the TTL (a deletion candidate)."""
+) -> PlanEntry | tuple[str, Any, str]:
+    """A final entry, or (digest, facts, status) of an orphan past the TTL (a candidate).
+
+    Facts are gathered in the order the rows read them, so a file the table
+    already decided on (another uid) is never read.
+    """
     digests = index.by_name.get(name)
+    claims = spec_claims(digests)
     count = sum(digests.values()) if digests else 0
 
-    def keep(status: str, reason: str, sha256: str | None = None) -> PlanEntry:
+    def decide(
+        reason: str, sha256: str | None = None, *, trusted: bool = True, gone: bool = False
+    ) -> PlanEntry | tuple[str, Any, str]:
+        seen = None if gone else spec_facts(name, facts, trusted=trusted, sha256=sha256, owned=True)
+        status = plan_status(seen, claims, rules, now, 0)
+        if sha256 is not None and status in _CANDIDATE:  # its place in line decides
+            return sha256, seen, status
         return PlanEntry(
             name=name,
             status=status,
@@ -671,49 +690,88 @@ def _decide_file(
         )
 
     if facts.uid != uid:
-        return keep(RETAINED_UNKNOWN, f"owned by uid {facts.uid}, not {uid}")
+        return decide(f"owned by uid {facts.uid}, not {uid}", trusted=False)
     try:
         sha256 = _stream_sha256(fs, paths.artifact_path(name), facts, report)
     except FileNotFoundError:
         if digests:
-            return keep(MISSING_REFERENCED, "vanished while it was planned; it is referenced")
-        return keep(RETAINED_UNKNOWN, "vanished while it was planned")
+            return decide("vanished while it was planned; it is referenced", gone=True)
+        return decide("vanished while it was planned", trusted=False)
     except OSError as exc:
-        return keep(RETAINED_UNKNOWN, f"cannot read: {exc.strerror or exc}")
+        return decide(f"cannot read: {exc.strerror or exc}", trusted=False)
     if sha256 is None:
-        return keep(RETAINED_UNKNOWN, "changed while it was hashed")
-    verdict = _claim_verdict(digests, sha256)
-    if verdict is not None:
-        return keep(verdict[0], verdict[1], sha256)
+        return decide("changed while it was hashed", trusted=False)
+    if digests:
+        return decide(_claim_reason(digests, sha256), sha256)
     age = now - facts.mtime_ns / 1e9
-    if age < policy.orphan_ttl_seconds:
-        return keep(
-            RETAINED_RECENT,
-            f"unreferenced, {max(age, 0.0):.0f}s old < TTL {policy.orphan_ttl_seconds:g}s",
-            sha256,
-        )
-    return sha256
+    reason = f"unreferenced, {max(age, 0.0):.0f}s old < TTL {rules.orphan_ttl_seconds:g}s"
+    return decide(reason, sha256)
 
 
 def plan_cleanup(
     paths: SessionPaths,
-    claims: Iterable[ArtifactRetentionClaim],
+    claims: Iterable[ArtifactRetentionClaim] | None = None,
     *,
+    journal: ArtifactRetentionJournal | None = None,
     policy: ArtifactCleanupPolicy,
     fs: FileSystem = REAL_FS,
     now: float | None = None,
     clock: Callable[[], float] = time.time,
     progress: Progress | None = None,
 ) -> CleanupPlan:
-    """Plan with raw claims (a session without a lease journal); read-only.
+    """Plan a cleanup of one session; read-only.  Which claims protect is chosen here:
 
-    Refuses with :class:`JournalRequiredError` once the session has a journal:
-    raw claims cannot see a PREPARED lease, so they cannot protect it (S1).
+    * ``journal`` given: the leases it recovers; a corrupt journal refuses;
+    * ``claims`` given (raw claims, a session without a lease journal): refuses
+      with :class:`JournalRequiredError` once the session has a journal, because
+      raw claims cannot see a PREPARED lease, so they cannot protect it (S1);
+    * neither: the session's own journal if it has, or once had, one
+      (:func:`session_journal`), else no claims at all.
     """
+    journal = _choose(paths, claims, journal, fs)
+    if journal is not None:
+        return plan_cleanup_from_journal(
+            paths, journal, policy=policy, fs=fs, now=now, progress=progress
+        )
     _refuse_if_journal(paths, fs)
     moment = clock() if now is None else now
-    index = _index_claims(paths, list(claims), moment)
+    index = _index_claims(paths, list(claims or ()), moment)
     return _plan(paths, index, policy, fs, moment, progress, journal_aware=False)
+
+
+def session_journal(
+    paths: SessionPaths, fs: FileSystem = REAL_FS
+) -> ArtifactRetentionJournal | None:
+    """The lease journal cleanup must honour: None only for a session that never had one.
+
+    A session that has had a journal (its anchor says so) keeps the
+    journal-aware form even when the journal is gone, so that form refuses.
+    A journal that does not verify refuses now (:class:`CleanupRefused`).
+    """
+    from .journal import ArtifactRetentionJournal
+
+    if not _has_journal(paths, fs):
+        return None
+    try:
+        return ArtifactRetentionJournal(paths.root, fs=fs)
+    except CorruptStateError as exc:
+        raise CleanupRefused.corrupt_journal(exc) from exc
+
+
+def _choose(
+    paths: SessionPaths,
+    claims: Iterable[ArtifactRetentionClaim] | None,
+    journal: ArtifactRetentionJournal | None,
+    fs: FileSystem,
+) -> ArtifactRetentionJournal | None:
+    """The journal to clean with, or None for raw claims (see :func:`plan_cleanup`)."""
+    if journal is not None:
+        if claims is not None:
+            raise UsageError("pass claims or a journal, not both: the journal's leases protect")
+        return journal
+    if claims is not None:
+        return None
+    return session_journal(paths, fs)
 
 
 def plan_cleanup_from_journal(
@@ -725,12 +783,12 @@ def plan_cleanup_from_journal(
     now: float | None = None,
     progress: Progress | None = None,
 ) -> CleanupPlan:
-    """Plan with the claims the journal recovers; a corrupt journal refuses (fail closed)."""
+    """``plan_cleanup(paths, journal=journal, ...)``: the journal-aware form, by name."""
     _check_journal_session(paths, journal)
     try:
         recovery = journal.recover(now=now)
     except CorruptStateError as exc:
-        raise CleanupRefused(f"the lease journal is corrupt; cleanup refuses: {exc}") from exc
+        raise CleanupRefused.corrupt_journal(exc) from exc
     moment = recovery.observed_at
     index = _index_claims(paths, _protecting_claims(recovery), moment)
     return _plan(paths, index, policy, fs, moment, progress, journal_aware=True)
@@ -765,7 +823,8 @@ def _check_journal_session(paths: SessionPaths, journal: ArtifactRetentionJourna
         raise UsageError("the journal belongs to another session")
 
 
-def _refuse_if_journal(paths: SessionPaths, fs: FileSystem) -> None:
+def _journal_evidence(paths: SessionPaths, fs: FileSystem) -> str | None:
+    """What says the session has leases: its journal, or the anchor of one it had."""
     for name, what in ((paths.journal, "a lease journal"), (_anchor_path(paths), "had one")):
         try:
             fs.lstat(name)
@@ -773,6 +832,17 @@ def _refuse_if_journal(paths: SessionPaths, fs: FileSystem) -> None:
             continue
         except OSError as exc:
             raise EnvironmentFailure(f"cannot inspect the lease journal: {exc}") from exc
+        return what
+    return None
+
+
+def _has_journal(paths: SessionPaths, fs: FileSystem) -> bool:
+    return _journal_evidence(paths, fs) is not None
+
+
+def _refuse_if_journal(paths: SessionPaths, fs: FileSystem) -> None:
+    what = _journal_evidence(paths, fs)
+    if what is not None:
         raise JournalRequiredError(
             f"this session has {what}: raw claims cannot see its leases; "
             "use the journal-aware cleanup (S1)"
@@ -872,40 +942,52 @@ def _revalidate_and_delete(
     now: float,
     dry: bool,
 ) -> tuple[str, str]:
+    """Gather what is true now, in the apply rows' order; the spec's APPLY_RULES decides.
+
+    Each step asks the table with what is known so far (a fact not read yet is
+    taken as planned), and stops at the first row that keeps the file.
+    """
     expected = entry.snapshot
     assert expected is not None and entry.sha256 is not None  # _check_plan_shape
     digests = index.by_name.get(entry.name)
-    if digests:
-        verdict = _claim_verdict(digests, entry.sha256)
-        assert verdict is not None
-        return verdict[0], f"claimed since the plan: {verdict[1]}"
+    claims = spec_claims(digests)
+    rules = spec_policy(policy.orphan_ttl_seconds, policy.max_deletions)
+    planned = planned_facts(
+        entry.name, entry.sha256, expected.size, expected.mtime_ns, expected.device, expected.inode
+    )
+
+    def decide(current: Any) -> str:
+        return apply_status(planned, current, claims, now, rules)
+
+    if digests:  # rows 1-2 read only the claims
+        return decide(planned), f"claimed since the plan: {_claim_reason(digests, entry.sha256)}"
     path = paths.artifact_path(entry.name)
     try:
         facts = fs.lstat(path)
     except FileNotFoundError:
-        return ALREADY_MISSING, "already gone"
+        return decide(None), "already gone"
     except OSError as exc:
-        return RETAINED_UNKNOWN, f"cannot inspect: {exc.strerror or exc}"
-    if facts.is_symlink or not facts.is_regular:
-        return RACE_DETECTED, "no longer a regular file"
-    if facts.nlink > 1:
-        return RACE_DETECTED, f"hard-linked since the plan ({facts.nlink} links)"
-    if facts.uid != uid:
-        return RACE_DETECTED, f"now owned by uid {facts.uid}"
-    if FileSnapshot.of(facts) != expected:
-        return RACE_DETECTED, "size, mtime, device or inode changed since the plan"
-    if now - facts.mtime_ns / 1e9 < policy.orphan_ttl_seconds:
-        return RETAINED_RECENT, "younger than the TTL at apply time"
+        return decide(spec_facts(entry.name, None)), f"cannot inspect: {exc.strerror or exc}"
+    now_seen = spec_facts(
+        entry.name, facts, trusted=facts.uid == uid, sha256=entry.sha256, owned=True
+    )
+    status = decide(now_seen)
+    if status != DELETED:
+        return status, _why_kept_now(status, facts, expected, uid)
     try:
         sha256 = _stream_sha256(fs, path, facts)
     except FileNotFoundError:
-        return ALREADY_MISSING, "vanished during re-validation"
+        return decide(None), "vanished during re-validation"
     except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            return RACE_DETECTED, "replaced by a symlink"
-        return RETAINED_UNKNOWN, f"cannot read: {exc.strerror or exc}"
-    if sha256 != entry.sha256:
-        return RACE_DETECTED, "content changed since the plan (digest differs)"
+        if exc.errno == errno.ELOOP:  # replaced by a symlink between lstat and open
+            symlink = attrs.evolve(spec_facts(entry.name, facts), kind=_SYMLINK)
+            return decide(symlink), "replaced by a symlink"
+        unreadable = spec_facts(entry.name, facts, sha256=entry.sha256, readable=False)
+        return decide(unreadable), f"cannot read: {exc.strerror or exc}"
+    if sha256 != entry.sha256:  # the facts the table just saw, but for the digest
+        status = decide(attrs.evolve(now_seen, digest=digest_of(sha256)))
+        if status != DELETED:
+            return status, "content changed since the plan (digest differs)"
     if dry:
         return DRY_RUN, "would be deleted (dry run)"
     fs.crash_point("cleanup.after_revalidate")
@@ -919,21 +1001,41 @@ def _revalidate_and_delete(
     return DELETED, "unreferenced orphan, re-validated"
 
 
+def _why_kept_now(status: str, facts: FileFacts, expected: FileSnapshot, uid: int) -> str:
+    """Why the table kept a file after its ``lstat``, in words (the table chose ``status``)."""
+    if status == RETAINED_RECENT:
+        return "younger than the TTL at apply time"
+    if facts.is_symlink or not facts.is_regular:
+        return "no longer a regular file"
+    if facts.nlink > 1:
+        return f"hard-linked since the plan ({facts.nlink} links)"
+    if facts.uid != uid:
+        return f"now owned by uid {facts.uid}"
+    return "size, mtime, device or inode changed since the plan"
+
+
 def apply_cleanup(
     paths: SessionPaths,
     plan: CleanupPlan,
     *,
-    claims: Iterable[ArtifactRetentionClaim],
+    claims: Iterable[ArtifactRetentionClaim] | None = None,
+    journal: ArtifactRetentionJournal | None = None,
     fs: FileSystem = REAL_FS,
     now: float | None = None,
     clock: Callable[[], float] = time.time,
 ) -> CleanupReport:
-    """Apply ``plan`` against the caller's *current* raw claims, under the session lock.
+    """Apply ``plan`` against the *current* claims, under the session lock.
 
-    Refuses (:class:`JournalRequiredError`) if the session has a lease journal.
+    The claims are chosen as in :func:`plan_cleanup`: the journal's leases
+    (re-read under the lock), the caller's raw claims (refused with
+    :class:`JournalRequiredError` if the session has a lease journal), or,
+    given neither, the session's own journal if it has one, else none.
     """
     _check_plan_shape(plan)
-    claim_list = list(claims)
+    journal = _choose(paths, claims, journal, fs)
+    if journal is not None:
+        return apply_cleanup_from_journal(paths, plan, journal, fs=fs, now=now)
+    claim_list = list(claims or ())
     with paths.session_lock(fs):
         _refuse_if_journal(paths, fs)
         moment = clock() if now is None else now
@@ -949,7 +1051,7 @@ def apply_cleanup_from_journal(
     fs: FileSystem = REAL_FS,
     now: float | None = None,
 ) -> CleanupReport:
-    """Apply ``plan``: re-read the journal under the session lock and hold it to the end.
+    """``apply_cleanup(paths, plan, journal=journal)``: re-read the journal under the lock.
 
     Inside the lock the whole journal is verified again (not only what was
     appended since the last look), so a record corrupted in place after the
@@ -962,7 +1064,7 @@ def apply_cleanup_from_journal(
         try:
             recovery = journal.recover(now=now)  # re-entrant: the lock is already ours
         except CorruptStateError as exc:
-            raise CleanupRefused(f"the lease journal is corrupt; cleanup refuses: {exc}") from exc
+            raise CleanupRefused.corrupt_journal(exc) from exc
         moment = recovery.observed_at
         index = _index_claims(paths, _protecting_claims(recovery), moment)
         # Remember what was verified before anything is deleted: a journal cut
@@ -978,7 +1080,7 @@ def _journal_locked(journal: ArtifactRetentionJournal, now: float | None) -> Ite
     try:
         manager.__enter__()
     except CorruptStateError as exc:
-        raise CleanupRefused(f"the lease journal is corrupt; cleanup refuses: {exc}") from exc
+        raise CleanupRefused.corrupt_journal(exc) from exc
     try:
         yield
     except BaseException as exc:
@@ -993,20 +1095,26 @@ def _journal_locked(journal: ArtifactRetentionJournal, now: float | None) -> Ite
 
 def cleanup_session(
     paths: SessionPaths,
-    claims: Iterable[ArtifactRetentionClaim],
+    claims: Iterable[ArtifactRetentionClaim] | None = None,
     *,
+    journal: ArtifactRetentionJournal | None = None,
     policy: ArtifactCleanupPolicy,
     fs: FileSystem = REAL_FS,
     now: float | None = None,
     clock: Callable[[], float] = time.time,
     progress: Progress | None = None,
 ) -> tuple[CleanupPlan, CleanupReport]:
-    """Plan and apply with the same raw claims; returns both halves."""
-    claim_list = list(claims)
+    """Plan and apply with the same choice of claims (see :func:`plan_cleanup`)."""
+    claim_list = None if claims is None else list(claims)
+    journal = _choose(paths, claim_list, journal, fs)
+    if journal is not None:
+        return cleanup_session_from_journal(
+            paths, journal, policy=policy, fs=fs, now=now, progress=progress
+        )
     plan = plan_cleanup(
-        paths, claim_list, policy=policy, fs=fs, now=now, clock=clock, progress=progress
+        paths, claim_list or [], policy=policy, fs=fs, now=now, clock=clock, progress=progress
     )
-    report = apply_cleanup(paths, plan, claims=claim_list, fs=fs, now=now, clock=clock)
+    report = apply_cleanup(paths, plan, claims=claim_list or [], fs=fs, now=now, clock=clock)
     return plan, report
 
 
@@ -1019,7 +1127,7 @@ def cleanup_session_from_journal(
     now: float | None = None,
     progress: Progress | None = None,
 ) -> tuple[CleanupPlan, CleanupReport]:
-    """Plan from the journal, then apply with the journal re-read under the lock."""
+    """``cleanup_session(paths, journal=journal, ...)``: the journal-aware form, by name."""
     plan = plan_cleanup_from_journal(
         paths, journal, policy=policy, fs=fs, now=now, progress=progress
     )

@@ -40,7 +40,12 @@ from collections.abc import Iterator, Sequence
 
 import attrs
 
-from .errors import ArtifactNotOwnedError, EnvironmentFailure, UsageError
+from .errors import (
+    ArtifactNotOwnedError,
+    CommandStartError,  # noqa: F401 (re-exported)
+    EnvironmentFailure,
+    UsageError,
+)
 from .externalizer import MAX_SUMMARY_CHARS, ExternalizationResult, ToolResultExternalizer
 from .fs import REAL_FS, FileSystem
 
@@ -61,14 +66,6 @@ DRAIN_GRACE_SECONDS = 1.0
 EXIT_NOT_FOUND = 127
 EXIT_NOT_EXECUTABLE = 126
 _READ = 64 * 1024
-
-
-class CommandStartError(UsageError):
-    """The command could not be started (not found, not executable, bad folder)."""
-
-    def __init__(self, message: str, exit_status: int) -> None:
-        super().__init__(message)
-        self.exit_status = exit_status
 
 
 class Stop:

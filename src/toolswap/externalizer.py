@@ -778,32 +778,42 @@ class ToolResultExternalizer:
 
     def plan_cleanup(
         self,
-        claims: Iterable[ArtifactRetentionClaim],
+        claims: Iterable[ArtifactRetentionClaim] | None = None,
         *,
+        journal: ArtifactRetentionJournal | None = None,
         policy: ArtifactCleanupPolicy | None = None,
         now: float | None = None,
         **options: Any,
     ) -> CleanupPlan:
+        """:func:`toolswap.cleanup.plan_cleanup` for this session (it chooses the claims)."""
         from . import cleanup
 
         return cleanup.plan_cleanup(
-            self.paths, claims, policy=_policy(policy), fs=self._fs, now=self._now(now), **options
+            self.paths,
+            claims,
+            journal=journal,
+            policy=_policy(policy),
+            fs=self._fs,
+            now=self._now(now),
+            **options,
         )
 
     def apply_cleanup(
         self,
         plan: CleanupPlan,
         *,
-        claims: Iterable[ArtifactRetentionClaim],
+        claims: Iterable[ArtifactRetentionClaim] | None = None,
+        journal: ArtifactRetentionJournal | None = None,
         now: float | None = None,
     ) -> CleanupReport:
+        """:func:`toolswap.cleanup.apply_cleanup` for this session (it chooses the claims)."""
         from . import cleanup
 
         return cleanup.apply_cleanup(
-            self.paths, plan, claims=claims, fs=self._fs, now=self._now(now)
+            self.paths, plan, claims=claims, journal=journal, fs=self._fs, now=self._now(now)
         )
 
-    def plan_cleanup_from_journal(
+    def plan_cleanup_from_journal(  # the journal-aware form, by name
         self,
         journal: ArtifactRetentionJournal,
         *,

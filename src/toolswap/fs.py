@@ -42,7 +42,9 @@ from typing import Protocol, runtime_checkable
 
 import attrs
 
-from .errors import UsageError
+from .errors import (
+    FailpointError,  # noqa: F401 (re-exported)
+)
 
 __all__ = [
     "CRASH_POINTS",
@@ -316,10 +318,6 @@ CRASH_POINTS = frozenset(
         "remove.after_owner_remove",
     }
 )
-
-
-class FailpointError(UsageError):
-    """``TOOLSWAP_FAILPOINT`` or ``TOOLSWAP_FAILPOINT_MODE`` is malformed or unknown."""
 
 
 def check_failpoint_environment() -> None:

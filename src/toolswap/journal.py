@@ -6,8 +6,9 @@ Rules
   a verified, hash-chained prefix plus at most one torn tail.  The line format
   lives in :mod:`toolswap.journal_format`.
 * Per transaction: ``PREPARED -> COMMITTED -> RELEASED`` or
-  ``PREPARED -> ABORTED`` (:data:`TRANSITIONS`; a missing key is an illegal
-  transition).  One terminal event per transaction, ever (S5).
+  ``PREPARED -> ABORTED``: the spec's ``lease.LEASE_TRANSITIONS`` decides
+  (through :mod:`toolswap.decisions`; a missing key is an illegal transition).
+  One terminal event per transaction, ever (S5).
 * A PREPARED lease protects its artifact with no expiry, whatever its
   ``retain_until``, until it is reconciled.
 * A CONFLICT record (a note on a PREPARED lease, not a phase) names an identity
@@ -76,11 +77,23 @@ from typing import Any, TypeVar
 
 import attrs
 
+from .decisions import (
+    lease_step,
+    observation_kind,
+    reconcile_decision,
+    record_follows,
+    seal_decision,
+)
 from .domain import ArtifactRetentionClaim, parse_source_id
 from .errors import (
     ArtifactIntegrityError,
     ArtifactNotOwnedError,
+    DanglingReferenceError,
     EnvironmentFailure,
+    IllegalTransitionError,
+    JournalWriteError,
+    TransactionExistsError,
+    UnknownTransactionError,
     UsageError,
 )
 from .fs import REAL_FS, FileSystem, NotRegularFileError
@@ -115,7 +128,6 @@ __all__ = [
     "JournalWriteError",
     "Phase",
     "Recovery",
-    "TRANSITIONS",
     "TornTail",
     "Transaction",
     "TransactionExistsError",
@@ -126,45 +138,6 @@ __all__ = [
 T = TypeVar("T")
 
 READ_CHUNK = 1 << 20
-
-#: The transition table: phase (``None`` = no record yet) -> phases it may move to.
-TRANSITIONS: Mapping[Phase | None, frozenset[Phase]] = {
-    None: frozenset({Phase.PREPARED}),
-    Phase.PREPARED: frozenset({Phase.COMMITTED, Phase.ABORTED}),
-    Phase.COMMITTED: frozenset({Phase.RELEASED}),
-}
-
-TERMINAL_STATUS: Mapping[Phase, ReconcileStatus] = {
-    Phase.COMMITTED: ReconcileStatus.ALREADY_COMMITTED,
-    Phase.ABORTED: ReconcileStatus.ALREADY_ABORTED,
-    Phase.RELEASED: ReconcileStatus.ALREADY_RELEASED,
-}
-
-
-class TransactionExistsError(UsageError):
-    """The transaction id is already in the journal; it is never replayed.
-
-    Reconcile it against the owner (``reconcile_reference``) instead.
-    """
-
-
-class UnknownTransactionError(UsageError, KeyError):
-    """No PREPARED record names this transaction id."""
-
-    def __str__(self) -> str:
-        return str(self.args[0]) if self.args else ""
-
-
-class IllegalTransitionError(UsageError):
-    """The requested phase change is not in :data:`TRANSITIONS`."""
-
-
-class DanglingReferenceError(UsageError):
-    """``prepare`` refused: the artifact does not exist (never publish a dangling reference)."""
-
-
-class JournalWriteError(EnvironmentFailure):
-    """Appending to or truncating the journal failed; ``__cause__`` holds the OSError."""
 
 
 @attrs.frozen(kw_only=True)
@@ -374,12 +347,7 @@ class _Fold:
         if record.session_id != self.session_id:
             raise JournalCorruptError(line_number, "session", "record of another session")
         current = self.phases.get(record.transaction_id)
-        allowed = (
-            current is Phase.PREPARED
-            if record.phase is Phase.CONFLICT  # a note on a PREPARED lease
-            else record.phase in TRANSITIONS.get(current, frozenset())
-        )
-        if not allowed:
+        if not record_follows(current, record.phase):
             was = "nothing" if current is None else current.value
             raise JournalCorruptError(
                 line_number, "illegal_transition", f"{was} -> {record.phase.value}"
@@ -734,7 +702,7 @@ class ArtifactRetentionJournal:
     def _already(txn: str, phase: Phase, generation: object) -> ReconciliationReport:
         return ReconciliationReport(
             transaction_id=txn,
-            status=TERMINAL_STATUS[phase],
+            status=reconcile_decision(phase, observation_kind(None, False, None)).status,
             reason="the journal already holds a terminal event",
             generation=generation if isinstance(generation, int | str) else None,
         )
@@ -742,6 +710,7 @@ class ArtifactRetentionJournal:
     def _decide(
         self, txn: str, observation: OwnerObservation, now: float | None
     ) -> ReconciliationReport:
+        """Gather what the owner showed; the spec's reconciliation tables decide."""
         generation = observation.generation
 
         def report(status: ReconcileStatus, reason: str) -> ReconciliationReport:
@@ -750,65 +719,62 @@ class ArtifactRetentionJournal:
             )
 
         phase = self._phase_of(txn)  # inside the fence: a concurrent reconciler may have won
-        if phase is not Phase.PREPARED:
+        if phase is not Phase.PREPARED:  # terminal: the table says already_*, whatever is seen
             return self._already(txn, phase, generation)
-        claim = self._fold.intents[txn]
+        kind, reason = self._observation_kind(txn, observation)
+        decision = reconcile_decision(phase, kind)
+        if decision.seal_first:
+            answer: object
+            try:
+                answer = observation.seal_absence()
+            except Exception as exc:  # the tombstone may or may not exist: stay pending
+                answer, reason = exc, f"seal failed ({type(exc).__name__})"
+            else:
+                reason = (  # why, in words; the decision itself is the spec's SEAL_TABLE
+                    "absence sealed by tombstone"
+                    if answer is True
+                    else "generation moved before the seal"
+                    if answer is False
+                    else "seal gave no True/False answer"
+                )
+            decision = seal_decision(answer)
+            if decision.target is not None:
+                self._fs.crash_point("reconcile.after_tombstone")
+        if decision.record_observed:
+            protected = self._record_conflict(txn, observation, now)
+            reason = "owner holds a different identity for this id (recorded; " + (
+                "it stays protected while the lease is pending)"
+                if protected
+                else "not an artifact of this session: nothing protected)"
+            )
+        if decision.target is not None:
+            return self._finish(txn, decision.target, now, generation, decision.status, reason)
+        return report(decision.status, reason)
+
+    def _observation_kind(self, txn: str, observation: OwnerObservation) -> tuple[Any, str]:
+        """The spec's observation kind for what the owner showed, and why, in words.
+
+        Reads only what the kind needs (an adapter's properties may be costly
+        or broken): the identity only when PUBLISHED, ``sealed`` only when ABSENT.
+        """
         if observation.transaction_id != txn:
-            return report(ReconcileStatus.PENDING_UNKNOWN, "observation names another transaction")
+            return observation_kind(None, False, None), "observation names another transaction"
         state = observation.state
         if state is ObservedState.PUBLISHED:
-            if (
+            claim = self._fold.intents[txn]
+            matches = (
                 observation.source_id == claim.source_id
                 and observation.content_sha256 == claim.content_sha256
-            ):
-                return self._finish(
-                    txn,
-                    Phase.COMMITTED,
-                    now,
-                    generation,
-                    ReconcileStatus.COMMITTED,
-                    "owner holds the reference with this identity",
-                )
-            protected = self._record_conflict(txn, observation, now)
-            return report(
-                ReconcileStatus.PENDING_CONFLICT,
-                "owner holds a different identity for this id (recorded; "
-                + (
-                    "it stays protected while the lease is pending)"
-                    if protected
-                    else "not an artifact of this session: nothing protected)"
-                ),
+            )
+            return observation_kind(state, matches, None), (
+                "owner holds the reference with this identity" if matches else ""
             )
         if state is ObservedState.ABSENT:
-            if observation.sealed is True:
-                return self._finish(
-                    txn,
-                    Phase.ABORTED,
-                    now,
-                    generation,
-                    ReconcileStatus.ABORTED,
-                    "absence was already sealed",
-                )
-            try:
-                sealed = observation.seal_absence()
-            except Exception as exc:  # the tombstone may or may not exist: stay pending
-                return report(
-                    ReconcileStatus.PENDING_UNKNOWN, f"seal failed ({type(exc).__name__})"
-                )
-            if sealed is False:
-                return report(ReconcileStatus.PENDING_STALE, "generation moved before the seal")
-            if sealed is not True:  # not a promise either way: the tombstone may exist
-                return report(ReconcileStatus.PENDING_UNKNOWN, "seal gave no True/False answer")
-            self._fs.crash_point("reconcile.after_tombstone")
-            return self._finish(
-                txn,
-                Phase.ABORTED,
-                now,
-                generation,
-                ReconcileStatus.ABORTED,
-                "absence sealed by tombstone",
+            sealed = observation.sealed
+            return observation_kind(state, False, sealed), (
+                "absence was already sealed" if sealed is True else ""
             )
-        return report(ReconcileStatus.PENDING_UNKNOWN, "owner cannot tell")
+        return observation_kind(None, False, None), "owner cannot tell"
 
     def _record_conflict(self, txn: str, observation: OwnerObservation, now: float | None) -> bool:
         """Append (and fsync) a CONFLICT naming what the owner shows; True if it protects.
@@ -869,12 +835,13 @@ class ArtifactRetentionJournal:
             current = self._fold.phases.get(txn)
             if current is None:
                 raise UnknownTransactionError(f"no transaction {txn!r} in the journal")
-            if current is target:
-                return self._fold.transaction(txn), False
-            if target not in TRANSITIONS.get(current, frozenset()):
+            moved = lease_step(current, target)
+            if moved is None:
                 raise IllegalTransitionError(
                     f"transaction {txn!r}: {current.value} -> {target.value} is not allowed"
                 )
+            if not moved[1]:  # already there: idempotent, nothing appended (S5)
+                return self._fold.transaction(txn), False
             self._append(txn, target, self._fold.intents[txn], now)
             return self._fold.transaction(txn), True
 

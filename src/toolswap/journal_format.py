@@ -40,7 +40,10 @@ from typing import Any, TypeGuard
 import attrs
 
 from .domain import ArtifactRetentionClaim
-from .errors import CorruptStateError, UsageError
+from .errors import (
+    JournalCorruptError,  # noqa: F401 (re-exported)
+    UsageError,
+)
 
 __all__ = [
     "FORMAT_VERSION",
@@ -128,27 +131,6 @@ CORRUPTION_REASONS = frozenset(
         "oversized",  # a line or final piece longer than any record (MAX_RECORD_BYTES)
     }
 )
-
-
-class JournalCorruptError(CorruptStateError):
-    """A complete journal line breaks the format or the protocol.
-
-    ``line_number`` is 1-based; ``reason`` is one word of
-    :data:`CORRUPTION_REASONS`; ``detail`` is a short explanation.  The message
-    never contains the journal's bytes or path.
-    """
-
-    def __init__(self, line_number: int, reason: str, detail: str = "") -> None:
-        self.line_number = line_number
-        self.reason = reason
-        self.detail = detail
-        text = f"corrupt lease journal at line {line_number}: {reason}"
-        if detail:
-            text += f" ({detail})"
-        super().__init__(text)
-
-    def __reduce__(self) -> tuple[Any, ...]:  # picklable across processes
-        return (type(self), (self.line_number, self.reason, self.detail))
 
 
 MAX_OBSERVED_LEN = 512

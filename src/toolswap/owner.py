@@ -82,7 +82,11 @@ from typing import Any, Protocol, runtime_checkable
 import attrs
 
 from .domain import ArtifactRetentionClaim
-from .errors import CorruptStateError, ToolswapError, UsageError
+from .errors import (
+    ArtifactPublicationRejected,
+    OwnerConflictError,
+    UsageError,
+)
 
 __all__ = [
     "ArtifactPublicationRejected",
@@ -100,26 +104,6 @@ __all__ = [
 
 Generation = int | str
 """An owner's version of one transaction id: a row version, an object generation, ..."""
-
-
-class ArtifactPublicationRejected(ToolswapError):
-    """The owner promises this publish wrote nothing and nothing of it is in flight (O2).
-
-    Raise it only from checks made before any write was attempted, or when a
-    tombstone refuses the id (O3).  Never translate a timeout, a lost
-    connection or an error message into it: an uncertain write must stay
-    uncertain.  ``publish_reference`` turns it, and only it, into ABORTED.
-    """
-
-
-class OwnerConflictError(CorruptStateError):
-    """The owner already holds another identity under this transaction id (O1).
-
-    Nothing was changed.  The journal keeps the lease PREPARED; reconciliation
-    records the identity the owner shows (a CONFLICT record, so the artifact it
-    names stays protected while the lease does) and reports
-    ``pending_conflict`` until a person resolves it.
-    """
 
 
 class ObservedState(enum.StrEnum):

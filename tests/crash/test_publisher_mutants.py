@@ -32,7 +32,11 @@ from toolswap.faultinject.explorer import (
 from toolswap.faultinject.mutants import KillMatrix, Mutant, kill_matrix, mutant_named
 
 from toolswap.cleanup import JournalRequiredError
-from toolswap.journal import DanglingReferenceError, TransactionExistsError
+from toolswap.journal import (
+    ArtifactRetentionJournal,
+    DanglingReferenceError,
+    TransactionExistsError,
+)
 from toolswap.journal_format import Phase
 
 NEW_MUTANTS = {
@@ -197,3 +201,25 @@ def test_raw_cleanup_past_the_journal_deletes_what_a_prepared_lease_protects() -
     with mutant_named("raw_cleanup_bypasses_journal").active():
         violations = _end("raw_gc_with_journal")
     assert "S1: tool_result_002.txt unlinked while t2 (PREPARED) protects it" in violations
+
+
+def test_a_swap_refuses_a_target_that_is_only_inherited() -> None:
+    # patching a subclass's inherited method would shadow it, not replace it
+    from toolswap.faultinject.mutants import swap
+
+    class Child(ArtifactRetentionJournal):
+        pass
+
+    with pytest.raises(AttributeError, match="no longer exists"), swap(Child, "prepare", None):
+        pass  # pragma: no cover
+    assert "prepare" not in vars(Child)
+
+
+def test_a_swap_puts_the_original_back_even_on_an_error() -> None:
+    from toolswap.faultinject.mutants import swap
+
+    original = vars(ArtifactRetentionJournal)["prepare"]
+    with pytest.raises(RuntimeError), swap(ArtifactRetentionJournal, "prepare", None):
+        assert vars(ArtifactRetentionJournal)["prepare"] is None
+        raise RuntimeError("mid-mutant")
+    assert vars(ArtifactRetentionJournal)["prepare"] is original

@@ -102,7 +102,32 @@ def test_apply_deletes_an_unchanged_unclaimed_file() -> None:
 
 
 def test_apply_reports_a_vanished_file_as_already_missing() -> None:
-    assert cleanup.revalidate(OLD, None, [Claim(digest=7)], NOW) is ApplyStatus.ALREADY_MISSING
+    assert cleanup.revalidate(OLD, None, [], NOW) is ApplyStatus.ALREADY_MISSING
+
+
+def test_apply_reports_a_claim_before_a_vanished_file() -> None:
+    # the claim is the news: someone references a file that is gone (a dangling pointer)
+    claim = Claim(digest=OLD.digest)
+    assert cleanup.revalidate(OLD, None, [claim], NOW) is ApplyStatus.RETAINED_REFERENCED
+
+
+def test_apply_keeps_a_file_claimed_since_the_plan_with_another_digest_as_corrupt() -> None:
+    assert cleanup.revalidate(OLD, OLD, [Claim(digest=OLD.digest + 1)], NOW) is (
+        ApplyStatus.RETAINED_CORRUPT
+    )
+
+
+def test_apply_keeps_a_file_it_cannot_read_now() -> None:
+    current = attrs.evolve(OLD, readable=False)
+    assert cleanup.revalidate(OLD, current, [], NOW) is ApplyStatus.RETAINED_UNKNOWN
+
+
+def test_apply_keeps_a_file_younger_than_the_ttl_now() -> None:
+    assert cleanup.revalidate(OLD, OLD, [], OLD.mtime, POLICY) is ApplyStatus.RETAINED_RECENT
+
+
+def test_apply_without_a_policy_never_calls_a_file_recent() -> None:
+    assert cleanup.revalidate(OLD, OLD, [], OLD.mtime) is ApplyStatus.DELETED
 
 
 def test_apply_keeps_a_file_claimed_since_the_plan() -> None:
@@ -121,6 +146,8 @@ def test_apply_keeps_a_file_claimed_since_the_plan() -> None:
         {"inode": 9},
         {"kind": EntryKind.SYMLINK},
         {"owned_name": False},
+        {"linked": True},
+        {"trusted": False},
     ],
     ids=lambda c: next(iter(c)),
 )

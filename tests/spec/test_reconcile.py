@@ -64,6 +64,7 @@ def test_the_table_has_exactly_the_rows_above() -> None:
         (SealResult.SEALED, LeaseAction.ABORT, St.ABORTED),
         (SealResult.ALREADY_SEALED, LeaseAction.ABORT, St.ABORTED),
         (SealResult.STALE, None, St.PENDING_STALE),
+        (SealResult.UNKNOWN, None, St.PENDING_UNKNOWN),
     ],
 )
 def test_the_seal_answer_decides_whether_aborted_is_appended(

@@ -21,9 +21,8 @@ a deep search to be caught is a sign that a rule is missing.
 
 from __future__ import annotations
 
-import contextlib
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -32,6 +31,7 @@ from hypothesis import Phase as Stage
 from hypothesis.stateful import run_state_machine_as_test
 from toolswap.faultinject import mutants as shared_mutants
 from toolswap.faultinject.disk import SimulatedDisk
+from toolswap.spec import catalogue
 
 from toolswap import cleanup as cleanup_module
 from toolswap import externalizer as externalizer_module
@@ -69,14 +69,8 @@ def assert_caught(machine: type, pattern: str, budget: settings = BUDGET) -> Non
     assert re.search(pattern, message), f"caught the mutant, but not as expected: {message}"
 
 
-@contextlib.contextmanager
-def patched(owner: Any, name: str, replacement: Callable[..., Any]) -> Iterator[None]:
-    original = getattr(owner, name)
-    setattr(owner, name, replacement)
-    try:
-        yield
-    finally:
-        setattr(owner, name, original)
+#: The mutants' one swap helper: it raises when its target is gone or only inherited.
+patched = shared_mutants.swap
 
 
 # -- mutant 1: the journal's fsync is dropped ------------------------------------------
@@ -261,17 +255,24 @@ def _shared(name: str) -> Any:
     return {m.name: m for m in shared_mutants.MUTANTS}[name]
 
 
-@pytest.mark.parametrize(
-    "name",
-    [
-        "publish_before_fsync",
-        "release_before_remove",
-        "abort_without_tombstone",
-        "skip_revalidation",
-        "counter_overwrites",
-        "splitlines_journal",  # caught since torn_journal_append leaves torn records
-    ],
-)
+#: The catalogue's mistakes shown both in code and in this machine, by mutant name;
+#: gc-trusts-memory-path needs the machine's references as the Memory (its own test).
+STATEFUL = [
+    m.name
+    for m in shared_mutants.MUTANTS
+    if (e := catalogue.entry(m.label)) is not None
+    and e.stateful
+    and e.name != "gc-trusts-memory-path"
+]
+
+
+def test_every_mistake_the_catalogue_shows_here_has_a_test() -> None:
+    shown = {e.name for e in catalogue.CATALOGUE.values() if e.stateful}
+    tested = {_shared(name).label for name in STATEFUL} | {"gc-trusts-memory-path"}
+    assert shown == tested
+
+
+@pytest.mark.parametrize("name", STATEFUL)
 def test_catches_the_shared_mutant(name: str) -> None:
     budget = WIDER if name == "splitlines_journal" else BUDGET
     with _shared(name).active():

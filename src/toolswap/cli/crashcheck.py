@@ -263,7 +263,13 @@ def _list(as_json: bool, standard: Any, misuse: Any, mutants: Any) -> int:
     rows: list[dict[str, Any]] = [{"name": s.name, "kind": "scenario"} for s in standard]
     rows += [{"name": s.name, "kind": "misuse", "caught_by": inv} for s, inv in misuse]
     rows += [
-        {"name": m.label, "kind": "mutant", "caught_by": m.invariant, "identifier": m.name}
+        {
+            "name": m.label,
+            "kind": "mutant",
+            "caught_by": m.invariant,
+            "identifier": m.name,
+            "shown_in": _shown_in(m.label),
+        }
         for m in mutants
     ]
     if as_json:
@@ -272,6 +278,21 @@ def _list(as_json: bool, standard: Any, misuse: Any, mutants: Any) -> int:
     for row in rows:
         if row["kind"] == "scenario":
             print(row["name"])
+        elif row["kind"] == "mutant" and "model" in row["shown_in"]:
+            print(
+                f"{row['name']} (mutant, caught by {row['caught_by']}; "
+                f"in the model too: toolswap explore --variant {row['name']})"
+            )
         else:
             print(f"{row['name']} ({row['kind']}, caught by {row['caught_by']})")
     return 0
+
+
+def _shown_in(name: str) -> list[str]:
+    """Where the catalogue of mistakes says ``name`` is shown: model, code, stateful."""
+    import importlib
+
+    found = importlib.import_module("toolswap.spec.catalogue").entry(name)
+    if found is None:  # a mutant defined outside the shipped list (a test's own)
+        return ["code"]
+    return [w for w in ("model", "code", "stateful") if getattr(found, w)]

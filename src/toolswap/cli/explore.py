@@ -55,6 +55,7 @@ def _spec(module: str) -> Any:
 diagrams = _spec("diagrams")
 explorer = _spec("explorer")
 variants = _spec("variants")
+catalogue = _spec("catalogue")
 SpecError: type[Exception] = _spec("errors").SpecError
 Bounds = _spec("system").Bounds
 Model = _spec("system").Model
@@ -197,18 +198,38 @@ def _print(as_json: bool, report: Any, variant: Any, code: int, bounds: Any) -> 
 
 
 def _list(as_json: bool) -> int:
+    """The variants, each with the catalogue's word on where else the mistake is shown."""
     rows = list(variants.VARIANTS.values())
+    shown = {v.name: _shown_in(v.name) for v in rows}
     if as_json:
         print_json(
-            [{"name": v.name, "mistake": v.mistake.value, "expected": v.expected} for v in rows]
+            [
+                {
+                    "name": v.name,
+                    "mistake": v.mistake.value,
+                    "expected": v.expected,
+                    "shown_in": shown[v.name],
+                }
+                for v in rows
+            ]
         )
         return EXIT_OK
     width = max(len(v.name) for v in rows)
+    where = max(len(",".join(w)) for w in shown.values())
     for v in rows:
         sys.stdout.write(
-            f"{v.name:<{width}}  {variants.invariant_id(v.expected):<3}  {v.mistake.value}\n"
+            f"{v.name:<{width}}  {variants.invariant_id(v.expected):<3}  "
+            f"{','.join(shown[v.name]):<{where}}  {v.mistake.value}\n"
         )
     return EXIT_OK
+
+
+def _shown_in(name: str) -> list[str]:
+    """Where the catalogue says a mistake is shown: model, code (a mutant), stateful."""
+    found = catalogue.entry(name)
+    if found is None:  # pragma: no cover - variants.py refuses a variant the catalogue lacks
+        return ["model"]
+    return [w for w in ("model", "code", "stateful") if getattr(found, w)]
 
 
 def write_spec_diagrams(path: str) -> int:

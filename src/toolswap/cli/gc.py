@@ -4,21 +4,21 @@
 is deleted.  ``apply`` plans again and then applies; without ``--yes`` it is
 a dry run that re-validates and reports what *would* be deleted.
 
-Which claims protect: when the session has a lease journal
-(``retention-leases.jsonl``), the journal-aware cleanup runs and the journal's
-leases protect (a corrupt journal refuses, exit 2).  A session that once had
-a journal remembers it (``.journal-anchor``): if the journal is then missing
-or shorter than once verified, cleanup refuses too.  A session that never had
-a journal has no leases, so the raw form runs with **no claims**: every
-regular artifact older than the TTL is an orphan.  Harnesses that track references elsewhere
-must use the Python API (``plan_cleanup(paths, claims, ...)``) instead.
+Which claims protect is the library's choice (``session_journal``): when the
+session has a lease journal (``retention-leases.jsonl``), the journal-aware
+cleanup runs and the journal's leases protect (a corrupt journal refuses,
+exit 2).  A session that once had a journal remembers it (``.journal-anchor``):
+if the journal is then missing or shorter than once verified, cleanup refuses
+too.  A session that never had a journal has no leases, so the raw form runs
+with **no claims**: every regular artifact older than the TTL is an orphan.
+Harnesses that track references elsewhere must use the Python API
+(``plan_cleanup(paths, claims, ...)``) instead.
 """
 
 from __future__ import annotations
 
 import argparse
 import math
-import os
 import re
 import sys
 import time
@@ -27,16 +27,13 @@ from typing import Any, TextIO
 from ..cleanup import (
     ArtifactCleanupPolicy,
     CleanupPlan,
-    CleanupRefused,
     CleanupReport,
     ScanProgress,
     apply_cleanup,
-    apply_cleanup_from_journal,
     plan_cleanup,
-    plan_cleanup_from_journal,
+    session_journal,
 )
-from ..errors import CorruptStateError, UsageError
-from ..fs import REAL_FS
+from ..errors import UsageError
 from ..session import SessionPaths
 from ._common import (
     add_json_argument,
@@ -116,21 +113,15 @@ def _run(args: argparse.Namespace) -> int:
     )
     show = args.progress if args.progress is not None else sys.stderr.isatty()
     bar = _ProgressBar(sys.stderr) if show else None
-    journal = _open_journal(paths)
+    journal = session_journal(paths)  # the library's choice: the session's leases, if any
     try:
-        if journal is not None:
-            plan = plan_cleanup_from_journal(paths, journal, policy=policy, progress=bar)
-        else:
-            plan = plan_cleanup(paths, [], policy=policy, progress=bar)
+        plan = plan_cleanup(paths, journal=journal, policy=policy, progress=bar)
     finally:
         if bar is not None:
             bar.finish()
     report: CleanupReport | None = None
     if args.gc_apply:
-        if journal is not None:
-            report = apply_cleanup_from_journal(paths, plan, journal)
-        else:
-            report = apply_cleanup(paths, plan, claims=[])
+        report = apply_cleanup(paths, plan, journal=journal)
     if args.json:
         document: dict[str, Any] = {"plan": plan.to_dict()}
         if report is not None:
@@ -141,27 +132,6 @@ def _run(args: argparse.Namespace) -> int:
         if report is not None:
             _print_report(report, sys.stdout)
     return 0
-
-
-def _open_journal(paths: SessionPaths) -> Any:
-    from ..journal import ArtifactRetentionJournal
-    from ..journal_anchor import ANCHOR_NAME
-
-    # A session that has had a journal (its anchor says so) keeps the
-    # journal-aware path even when the journal is gone: that path refuses.
-    for name in (paths.journal, os.path.join(paths.root, ANCHOR_NAME)):
-        try:
-            REAL_FS.lstat(name)
-            break
-        except FileNotFoundError:
-            continue
-    else:
-        return None
-
-    try:
-        return ArtifactRetentionJournal(paths.root)
-    except CorruptStateError as exc:
-        raise CleanupRefused(f"the lease journal is corrupt; cleanup refuses: {exc}") from exc
 
 
 # -- rendering ------------------------------------------------------------------------

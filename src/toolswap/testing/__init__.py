@@ -22,6 +22,7 @@ Hypothesis is imported only by the model-based machine, when it runs.
 
 from __future__ import annotations
 
+from ..errors import ChildError
 from .harness import Capability, HarnessError, OwnerHarness, StoreFault, load_harness
 from .registry import Check, CheckFailed, CheckSkipped, checks_named
 from .runner import CheckResult, ConformanceReport, run_conformance
@@ -32,6 +33,7 @@ __all__ = [
     "CheckFailed",
     "CheckResult",
     "CheckSkipped",
+    "ChildError",
     "ConformanceReport",
     "HarnessError",
     "OwnerHarness",

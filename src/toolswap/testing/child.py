@@ -30,17 +30,15 @@ from contextlib import AbstractContextManager
 from typing import IO, Any
 
 from ..domain import ArtifactRetentionClaim
-from ..errors import ToolswapError
+from ..errors import (
+    ChildError,  # noqa: F401 (re-exported)
+)
 from ..owner import OwnerObservation
 from .outcome import Outcome, OutcomeKind, call
 
 __all__ = ["ChildError", "ChildOwner", "observation_to_dict"]
 
 _START_SECONDS = 60.0
-
-
-class ChildError(ToolswapError):
-    """The child process could not start, answered nonsense, or died."""
 
 
 def observation_to_dict(observation: OwnerObservation) -> dict[str, Any]:

@@ -42,7 +42,9 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
-from ..errors import UsageError
+from ..errors import (
+    HarnessError,  # noqa: F401 (re-exported)
+)
 from ..owner import ArtifactReferenceOwner
 
 __all__ = [
@@ -54,11 +56,6 @@ __all__ = [
     "load_harness",
     "resolve_harness",
 ]
-
-
-class HarnessError(UsageError):
-    """The harness itself is unusable: it cannot be imported, has the wrong type,
-    shares one handle, or its store does not start empty.  No check ran."""
 
 
 class Capability(enum.StrEnum):

@@ -1,0 +1,297 @@
+"""Where the implementation asks the specification's tables for its decisions.
+
+Theory of operation
+-------------------
+The spec (``toolswap.spec``) owns every decision table: the lease transitions
+(``lease.LEASE_TRANSITIONS``), reconciliation (``reconcile.RECONCILE_TABLE``
+and ``reconcile.SEAL_TABLE``) and the cleanup plan (``cleanup.PLAN_RULES``).
+The implementation gathers facts with real I/O, reduces them to the spec's
+vocabulary here, and lets the table decide; nothing in ``journal.py`` or
+``cleanup.py`` re-states a row.  The tables are read through their modules at
+call time, so replacing a row (a mutant, a test) changes what the
+implementation does: that is the seam mistakes use.
+
+This module only translates.  The spec speaks identity-hashed enums (fast for
+the explorer); the journal, reports and JSON speak strings (``Phase``,
+``ReconcileStatus``, the plan status names).  Each translation is one total
+mapping below, checked both ways by ``tests/core/test_decisions.py``.
+"""
+
+from __future__ import annotations
+
+import functools
+import stat
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any
+
+from toolswap.spec import cleanup as _cleanup
+from toolswap.spec import lease as _lease
+from toolswap.spec import owner as _owner
+from toolswap.spec import reconcile as _reconcile
+from toolswap.spec.errors import IllegalTransition
+
+from .domain import is_artifact_filename
+from .fs import FileFacts
+from .journal_format import Phase
+from .owner import ObservedState, ReconcileStatus
+
+__all__ = [
+    "LEASE_STATE_OF",
+    "PHASE_OF",
+    "RECONCILE_STATUS_OF",
+    "PLAN_STATUS_NAMES",
+    "record_follows",
+    "lease_step",
+    "Reconcile",
+    "observation_kind",
+    "reconcile_decision",
+    "seal_decision",
+    "spec_facts",
+    "digest_of",
+    "spec_claims",
+    "spec_policy",
+    "plan_status",
+    "planned_facts",
+    "apply_status",
+]
+
+#: What ``lstat``'s file type is, as the cleanup rows read it (anything else: OTHER).
+_KIND_OF_TYPE: Mapping[int, Any] = MappingProxyType(
+    {
+        stat.S_IFREG: _cleanup.EntryKind.REGULAR,
+        stat.S_IFDIR: _cleanup.EntryKind.DIRECTORY,
+        stat.S_IFLNK: _cleanup.EntryKind.SYMLINK,
+    }
+)
+
+#: A digest no claim can have (claims are 64 hex digits): the file was not read.
+_UNREAD = -1
+
+#: The journal's phases (a record's phase) as the spec's lease states.
+LEASE_STATE_OF: Mapping[Phase, Any] = MappingProxyType(
+    {
+        Phase.PREPARED: _lease.LeaseState.PREPARED,
+        Phase.COMMITTED: _lease.LeaseState.COMMITTED,
+        Phase.ABORTED: _lease.LeaseState.ABORTED,
+        Phase.RELEASED: _lease.LeaseState.RELEASED,
+    }
+)
+
+#: The inverse: a spec lease state (other than NEW) as the journal's phase.
+PHASE_OF: Mapping[Any, Phase] = MappingProxyType({s: p for p, s in LEASE_STATE_OF.items()})
+
+#: The spec's reconcile statuses as the reports' statuses.
+RECONCILE_STATUS_OF: Mapping[Any, ReconcileStatus] = MappingProxyType(
+    {s: ReconcileStatus(s.value) for s in _reconcile.ReconcileStatus}
+)
+
+#: The spec's plan statuses as the names plans and JSON carry.
+PLAN_STATUS_NAMES: Mapping[Any, str] = MappingProxyType(
+    {s: str(s.value) for s in _cleanup.PlanStatus}
+)
+
+
+def _state(phase: Phase | None) -> Any:
+    return _lease.LeaseState.NEW if phase is None else LEASE_STATE_OF[phase]
+
+
+def _lease_view(build: Any) -> Any:
+    """``build()``'s answers for every pair, kept until the lease tables are replaced.
+
+    The journal asks for every record it verifies; a dict look-up keeps that as
+    cheap as the journal's own table once was, and a test or mutant that
+    replaces ``LEASE_TRANSITIONS`` or ``RECORD_ACTION`` is seen at the next call.
+    """
+    transitions, actions = _lease.LEASE_TRANSITIONS, _lease.RECORD_ACTION
+    cached = _VIEWS.get(build)
+    if cached is None or cached[0] is not transitions or cached[1] is not actions:
+        cached = (transitions, actions, build())
+        _VIEWS[build] = cached
+    return cached[2]
+
+
+_VIEWS: dict[Any, tuple[Any, Any, Any]] = {}
+
+
+def record_follows(current: Phase | None, record: Phase) -> bool:
+    """Whether a journal record of phase ``record`` may follow ``current`` (None: no record).
+
+    A record is legal exactly when it is a transition of the lease table that
+    changes the state.  A CONFLICT record is a note, not a phase: legal only
+    while the lease is pending (spec ``reconcile`` row 2).
+    """
+    return bool(_lease_view(_all_follows)[(current, record)])
+
+
+def _all_follows() -> dict[tuple[Phase | None, Phase], bool]:
+    return {
+        (current, record): _follows(current, record)
+        for current in (None, *LEASE_STATE_OF)
+        for record in Phase
+    }
+
+
+def _follows(current: Phase | None, record: Phase) -> bool:
+    state = _state(current)
+    if record is Phase.CONFLICT:
+        return bool(_lease.is_pending(state))
+    action = _lease.RECORD_ACTION[LEASE_STATE_OF[record]]
+    try:
+        return bool(_lease.appends(state, action))
+    except IllegalTransition:
+        return False
+
+
+def lease_step(current: Phase, target: Phase) -> tuple[Phase, bool] | None:
+    """(phase after, whether a record is appended) for asking ``current`` to move to ``target``.
+
+    None when the lease table has no such transition.
+    """
+    return _lease_view(_all_steps)[(current, target)]  # type: ignore[no-any-return]
+
+
+def _all_steps() -> dict[tuple[Phase, Phase], tuple[Phase, bool] | None]:
+    return {(c, t): _step(c, t) for c in LEASE_STATE_OF for t in LEASE_STATE_OF}
+
+
+def _step(current: Phase, target: Phase) -> tuple[Phase, bool] | None:
+    state = LEASE_STATE_OF[current]
+    action = _lease.RECORD_ACTION[LEASE_STATE_OF[target]]
+    try:
+        after = _lease.step(state, action)
+    except IllegalTransition:
+        return None
+    return PHASE_OF[after], after is not state
+
+
+class Reconcile:
+    """The decision a reconciliation row yields, in the journal's terms."""
+
+    __slots__ = ("seal_first", "target", "status", "record_observed")
+
+    def __init__(self, decision: Any) -> None:
+        self.seal_first: bool = bool(decision.seal_first)
+        action = decision.journal_action
+        self.target: Phase | None = (
+            None if action is None else PHASE_OF[_lease.step(_lease.LeaseState.PREPARED, action)]
+        )
+        self.status: ReconcileStatus = RECONCILE_STATUS_OF[decision.status]
+        self.record_observed: bool = bool(decision.record_observed)
+
+
+def observation_kind(state: ObservedState | None, identity_matches: bool, sealed: object) -> Any:
+    """The spec's observation kind (its table row) for what the owner showed.
+
+    ``state`` None: no usable observation (the inspection failed, or it named
+    another transaction), which is UNKNOWN: an owner failure is never absence.
+    """
+    kinds = _reconcile.ObservationKind
+    if state is ObservedState.PUBLISHED:
+        return kinds.PUBLISHED_MATCH if identity_matches else kinds.PUBLISHED_MISMATCH
+    if state is ObservedState.ABSENT:
+        return kinds.ABSENT_SEALED if sealed is True else kinds.ABSENT_UNSEALED
+    return kinds.UNKNOWN
+
+
+def reconcile_decision(phase: Phase, kind: Any) -> Reconcile:
+    """The reconciliation table's row for a lease in ``phase`` given an observation ``kind``."""
+    return Reconcile(_reconcile.decide(LEASE_STATE_OF[phase], kind))
+
+
+def seal_decision(answer: object) -> Reconcile:
+    """The seal table's row for what ``seal_absence()`` returned.
+
+    ``True`` sealed, ``False`` stale; anything else (an exception is passed as
+    itself) gave no promise either way: the tombstone may exist, so UNKNOWN.
+    """
+    results = _owner.SealResult
+    if answer is True:
+        result = results.SEALED
+    elif answer is False:
+        result = results.STALE
+    else:
+        result = results.UNKNOWN
+    return Reconcile(_reconcile.after_seal(result))
+
+
+def plan_status(facts: Any, claims: Any, policy: Any, now: float, planned_so_far: int) -> str:
+    """The cleanup plan table's status name for one entry (spec ``cleanup.classify``)."""
+    return PLAN_STATUS_NAMES[_cleanup.classify(facts, claims, policy, now, planned_so_far)]
+
+
+def spec_facts(
+    name: str,
+    facts: FileFacts | None,
+    *,
+    trusted: bool = True,
+    sha256: str | None = None,
+    readable: bool = True,
+    owned: bool | None = None,
+) -> Any:
+    """What the cleanup rows read of one entry, from its ``lstat`` (None: cannot be inspected).
+
+    ``trusted`` False: the scan cannot vouch for the bytes (another uid, a read
+    error, a change while hashing).  ``sha256`` None: the bytes were not read.
+    ``readable`` False: reading them failed (apply's row "cannot be read now").
+    ``owned``: whether ``name`` is an artifact name, when the caller checked already.
+    """
+    kinds = _cleanup.EntryKind
+    owned_name = is_artifact_filename(name) if owned is None else owned
+    if facts is None:  # lstat failed: not a file the scan can type, never followed
+        return _cleanup.FileFacts(
+            kind=kinds.OTHER, owned_name=owned_name, trusted=False, readable=False
+        )
+    kind = _KIND_OF_TYPE.get(stat.S_IFMT(facts.mode), kinds.OTHER)
+    return _cleanup.FileFacts(
+        kind=kind,
+        owned_name=owned_name,
+        linked=facts.nlink > 1,
+        trusted=trusted,
+        readable=readable,
+        digest=digest_of(sha256),
+        size=facts.size,
+        mtime=facts.mtime_ns / 1e9,  # seconds, as the TTL is
+        mtime_exact=facts.mtime_ns,
+        device=facts.device,
+        inode=facts.inode,
+    )
+
+
+def digest_of(sha256: str | None) -> int:
+    """A full SHA-256 (hex) as the rows compare it; None (not read) matches no claim."""
+    return _UNREAD if sha256 is None else int(sha256, 16)
+
+
+def spec_claims(digests: Mapping[str, int] | None) -> tuple[Any, ...]:
+    """Active claims on one name ({sha256: reference count}) as the plan rows read them."""
+    if not digests:
+        return ()
+    return tuple(
+        _cleanup.Claim(digest=int(sha256, 16), reference_count=count)
+        for sha256, count in digests.items()
+    )
+
+
+@functools.lru_cache(maxsize=64)  # apply asks once per planned entry, with the same numbers
+def spec_policy(orphan_ttl_seconds: float, max_deletions: int) -> Any:
+    """The cleanup policy's numbers as the plan rows read them."""
+    return _cleanup.Policy(orphan_ttl_seconds=orphan_ttl_seconds, max_deletions=max_deletions)
+
+
+def planned_facts(name: str, sha256: str, size: int, mtime_ns: int, device: int, inode: int) -> Any:
+    """What a plan saw of a ``planned_delete`` entry: ours, regular, one link, hashed."""
+    return _cleanup.FileFacts(
+        owned_name=is_artifact_filename(name),  # apply's plan check: always True here
+        digest=digest_of(sha256),
+        size=size,
+        mtime=mtime_ns / 1e9,
+        mtime_exact=mtime_ns,
+        device=device,
+        inode=inode,
+    )
+
+
+def apply_status(planned: Any, current: Any, claims: Any, now: float, policy: Any) -> str:
+    """The apply table's status name for a planned entry (spec ``cleanup.revalidate``)."""
+    return str(_cleanup.revalidate(planned, current, claims, now, policy).value)

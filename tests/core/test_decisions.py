@@ -1,0 +1,523 @@
+"""The implementation decides from the spec's tables, row by row (one source of truth).
+
+For every row of ``lease.LEASE_TRANSITIONS``, ``reconcile.RECONCILE_TABLE``,
+``reconcile.SEAL_TABLE`` and ``cleanup.PLAN_RULES``, the real journal or the
+real cleanup is driven into that row and its decision must equal the table's.
+Then each row is replaced (the mutant seam): the implementation must follow the
+replaced row, which it can only do if it reads the table rather than a copy.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import os
+import pathlib
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from types import MappingProxyType
+from typing import Any
+
+import attrs
+import pytest
+from toolswap.spec import cleanup as spec_cleanup
+from toolswap.spec import lease as spec_lease
+from toolswap.spec import reconcile as spec_reconcile
+from toolswap.spec.owner import SealResult
+
+from toolswap import decisions
+from toolswap.cleanup import ArtifactCleanupPolicy, PlanEntry, plan_cleanup
+from toolswap.domain import ArtifactRetentionClaim, format_source_id
+from toolswap.errors import UsageError
+from toolswap.fs import OsFileSystem
+from toolswap.journal import ArtifactRetentionJournal, IllegalTransitionError, Phase
+from toolswap.owner import ObservedState, ReconcileStatus
+from toolswap.session import SessionPaths
+
+from ._journal_support import make_artifact
+
+L = spec_lease.LeaseState
+A = spec_lease.LeaseAction
+K = spec_reconcile.ObservationKind
+
+# -- the vocabularies translate one to one -------------------------------------------
+
+
+def test_every_journal_phase_but_conflict_is_a_spec_lease_state() -> None:
+    assert set(decisions.LEASE_STATE_OF) == set(Phase) - {Phase.CONFLICT}
+    assert set(decisions.PHASE_OF) == set(L) - {L.NEW}
+    for phase, state in decisions.LEASE_STATE_OF.items():
+        assert phase.value == state.value and decisions.PHASE_OF[state] is phase
+
+
+def test_every_spec_reconcile_status_is_a_report_status_of_the_same_spelling() -> None:
+    assert {s.value for s in decisions.RECONCILE_STATUS_OF.values()} == {
+        s.value for s in ReconcileStatus
+    }
+    for spec_status, status in decisions.RECONCILE_STATUS_OF.items():
+        assert status.value == spec_status.value
+
+
+# -- lease transitions: every (state, action) pair ----------------------------------
+
+
+def _journal_in(tmp_path: pathlib.Path, state: Any) -> tuple[ArtifactRetentionJournal, Any]:
+    session = tmp_path / "s1"
+    claim = make_artifact(session)
+    journal = ArtifactRetentionJournal(session)
+    path = {
+        L.NEW: [],
+        L.PREPARED: [A.PREPARE],
+        L.COMMITTED: [A.PREPARE, A.COMMIT],
+        L.ABORTED: [A.PREPARE, A.ABORT],
+        L.RELEASED: [A.PREPARE, A.COMMIT, A.RELEASE],
+    }[state]
+    for action in path:
+        _act(journal, claim, action)
+    return journal, claim
+
+
+def _act(journal: ArtifactRetentionJournal, claim: ArtifactRetentionClaim, action: Any) -> None:
+    if action is A.PREPARE:
+        journal.prepare(claim, "t1")
+    else:
+        getattr(journal, action.value)("t1")
+
+
+def _records(journal: ArtifactRetentionJournal) -> int:
+    return len(pathlib.Path(journal.path).read_bytes().splitlines())
+
+
+@pytest.mark.parametrize(
+    ("state", "action"), list(itertools.product(L, A)), ids=lambda v: str(v.name)
+)
+def test_the_journal_takes_exactly_the_lease_tables_transitions(
+    tmp_path: pathlib.Path, state: Any, action: Any
+) -> None:
+    journal, claim = _journal_in(tmp_path, state)
+    before = _records(journal) if state is not L.NEW else 0
+    legal = (state, action) in spec_lease.LEASE_TRANSITIONS
+    if not legal:
+        with pytest.raises(UsageError):  # illegal, unknown id, or an id never replayed
+            _act(journal, claim, action)
+        return
+    _act(journal, claim, action)
+    after = spec_lease.step(state, action)
+    assert journal.recover().states["t1"].value == after.value
+    assert (_records(journal) - before == 1) is spec_lease.appends(state, action)
+
+
+@pytest.mark.parametrize(
+    ("current", "record"),
+    list(itertools.product([None, *decisions.LEASE_STATE_OF], Phase)),
+    ids=lambda v: "none" if v is None else v.value,
+)
+def test_a_journal_record_follows_exactly_when_the_lease_table_appends_it(
+    current: Phase | None, record: Phase
+) -> None:
+    # the verifier's rule for a record read back, against the table directly
+    state = L.NEW if current is None else decisions.LEASE_STATE_OF[current]
+    if record is Phase.CONFLICT:
+        expected = spec_lease.is_pending(state)
+    else:
+        key = (state, spec_lease.RECORD_ACTION[decisions.LEASE_STATE_OF[record]])
+        expected = key in spec_lease.LEASE_TRANSITIONS and spec_lease.appends(*key)
+    assert decisions.record_follows(current, record) is expected
+
+
+def test_removing_a_lease_row_makes_the_journal_refuse_it(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    journal, _ = _journal_in(tmp_path, L.PREPARED)
+    rows = dict(spec_lease.LEASE_TRANSITIONS)
+    del rows[(L.PREPARED, A.ABORT)]
+    monkeypatch.setattr(spec_lease, "LEASE_TRANSITIONS", MappingProxyType(rows))
+    with pytest.raises(IllegalTransitionError):
+        journal.abort("t1")
+
+
+# -- reconciliation: every row of both tables ---------------------------------------
+
+
+@attrs.define
+class _Observation:
+    transaction_id: str
+    state: ObservedState
+    source_id: str | None
+    content_sha256: str | None
+    generation: int
+    sealed: bool
+    answer: Callable[[], object]
+
+    def seal_absence(self) -> object:
+        return self.answer()
+
+
+class _ScriptedOwner:
+    """Shows one observation kind for ``t1``; the seal answers what it is told."""
+
+    def __init__(self, claim: ArtifactRetentionClaim, kind: Any, answer: Callable[[], object]):
+        self.claim, self.kind, self.answer = claim, kind, answer
+        self.inspected = 0
+
+    def publish(self, transaction_id: str, claim: ArtifactRetentionClaim) -> object:
+        raise AssertionError("not used")
+
+    def remove(self, transaction_id: str) -> None:
+        raise AssertionError("not used")
+
+    @contextmanager
+    def inspect_fenced(self, transaction_id: str) -> Iterator[_Observation]:
+        self.inspected += 1
+        other = hashlib.sha256(b"something else").hexdigest()
+        source, digest = self.claim.source_id, self.claim.content_sha256
+        state = {
+            K.PUBLISHED_MATCH: ObservedState.PUBLISHED,
+            K.PUBLISHED_MISMATCH: ObservedState.PUBLISHED,
+            K.UNKNOWN: ObservedState.UNKNOWN,
+            K.ABSENT_UNSEALED: ObservedState.ABSENT,
+            K.ABSENT_SEALED: ObservedState.ABSENT,
+        }[self.kind]
+        if self.kind is K.PUBLISHED_MISMATCH:
+            source = format_source_id("s1", "tool_result_002.txt", other)
+            digest = other
+        published = state is ObservedState.PUBLISHED
+        yield _Observation(
+            transaction_id=transaction_id,
+            state=state,
+            source_id=source if published else None,
+            content_sha256=digest if published else None,
+            generation=3,
+            sealed=self.kind is K.ABSENT_SEALED,
+            answer=self.answer,
+        )
+
+
+def _refuse() -> object:
+    raise ConnectionError("seal lost")
+
+
+#: How the implementation's seal answer reaches each SEAL_TABLE row.
+SEAL_ANSWERS: dict[Any, Callable[[], object]] = {
+    SealResult.SEALED: lambda: True,
+    SealResult.STALE: lambda: False,
+    SealResult.UNKNOWN: _refuse,
+}
+
+
+def _expected_phase(state: Any, decision: Any) -> str:
+    if decision.journal_action is None:
+        return str(state.value)
+    return str(spec_lease.step(state, decision.journal_action).value)
+
+
+@pytest.mark.parametrize(
+    "key", list(spec_reconcile.RECONCILE_TABLE), ids=lambda k: f"{k[0].name}-{k[1].name}"
+)
+def test_reconciliation_decides_every_row_as_the_table_says(
+    tmp_path: pathlib.Path, key: tuple[Any, Any]
+) -> None:
+    state, kind = key
+    journal, claim = _journal_in(tmp_path, state)
+    decision = spec_reconcile.RECONCILE_TABLE[key]
+    if decision.seal_first:  # the seal's answer is the row of the second table
+        decision = spec_reconcile.SEAL_TABLE[SealResult.SEALED]
+    report = journal.reconcile_reference("t1", _ScriptedOwner(claim, kind, lambda: True))
+    assert report.status.value == decision.status.value
+    assert journal.recover().states["t1"].value == _expected_phase(state, decision)
+    assert bool(journal.recover().conflicts) is decision.record_observed
+
+
+@pytest.mark.parametrize("result", list(SEAL_ANSWERS), ids=lambda r: r.name)
+def test_the_seal_answer_decides_as_the_seal_table_says(
+    tmp_path: pathlib.Path, result: Any
+) -> None:
+    journal, claim = _journal_in(tmp_path, L.PREPARED)
+    owner = _ScriptedOwner(claim, K.ABSENT_UNSEALED, SEAL_ANSWERS[result])
+    report = journal.reconcile_reference("t1", owner)
+    decision = spec_reconcile.SEAL_TABLE[result]
+    assert report.status.value == decision.status.value
+    assert journal.recover().states["t1"].value == _expected_phase(L.PREPARED, decision)
+
+
+def test_a_seal_answer_that_is_neither_true_nor_false_is_the_unknown_row(
+    tmp_path: pathlib.Path,
+) -> None:
+    journal, claim = _journal_in(tmp_path, L.PREPARED)
+    report = journal.reconcile_reference("t1", _ScriptedOwner(claim, K.ABSENT_UNSEALED, lambda: 1))
+    assert report.status.value == spec_reconcile.SEAL_TABLE[SealResult.UNKNOWN].status.value
+
+
+def test_every_seal_table_row_but_already_sealed_is_reached_through_the_seal() -> None:
+    # ALREADY_SEALED is reached through the observation (ABSENT, sealed), never the seal
+    assert set(SEAL_ANSWERS) == set(SealResult) - {SealResult.ALREADY_SEALED}
+
+
+@pytest.mark.parametrize(
+    "key",
+    [k for k in spec_reconcile.RECONCILE_TABLE if k[0] is L.PREPARED],
+    ids=lambda k: k[1].name,
+)
+def test_reconciliation_follows_a_replaced_row(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch, key: tuple[Any, Any]
+) -> None:
+    journal, claim = _journal_in(tmp_path, L.PREPARED)
+    rows = dict(spec_reconcile.RECONCILE_TABLE)
+    # the mutant: this row now keeps the lease pending as 'stale'
+    rows[key] = spec_reconcile.Decision(False, None, spec_reconcile.ReconcileStatus.PENDING_STALE)
+    monkeypatch.setattr(spec_reconcile, "RECONCILE_TABLE", MappingProxyType(rows))
+    report = journal.reconcile_reference("t1", _ScriptedOwner(claim, key[1], lambda: True))
+    assert report.status is ReconcileStatus.PENDING_STALE
+    assert journal.recover().states["t1"] is Phase.PREPARED
+
+
+# -- the cleanup plan: every row of PLAN_RULES ----------------------------------------
+
+NOW = 2_000_000_000.0
+DAY = 86400
+OLD = NOW - 10 * DAY
+DATA = b"tool output\n"
+SHA = hashlib.sha256(DATA).hexdigest()
+
+
+class _OtherUidFS(OsFileSystem):
+    """The real seam, run by someone who owns none of the files."""
+
+    def current_uid(self) -> int:
+        return super().current_uid() + 1
+
+
+@attrs.frozen
+class _Scenario:
+    """A real session built so that one plan row decides ``name``, and the row's facts."""
+
+    build: Callable[[SessionPaths], list[ArtifactRetentionClaim]]
+    facts: Any
+    claims: tuple[Any, ...] = ()
+    name: str = "tool_result_001.txt"
+    policy: ArtifactCleanupPolicy = ArtifactCleanupPolicy()
+    fs: OsFileSystem = OsFileSystem()
+
+
+def _write(paths: SessionPaths, name: str = "tool_result_001.txt", *, mtime: float = OLD) -> str:
+    path = os.path.join(paths.tool_results, name)
+    pathlib.Path(path).write_bytes(DATA)
+    ns = int(mtime * 1e9)
+    os.utime(path, ns=(ns, ns))
+    return path
+
+
+def _claim(paths: SessionPaths, sha256: str = SHA) -> ArtifactRetentionClaim:
+    return ArtifactRetentionClaim(
+        source_id=format_source_id(paths.session_id, "tool_result_001.txt", sha256),
+        content_sha256=sha256,
+    )
+
+
+def _only_file(paths: SessionPaths) -> list[ArtifactRetentionClaim]:
+    _write(paths)
+    return []
+
+
+def _claimed(sha256: str) -> Callable[[SessionPaths], list[ArtifactRetentionClaim]]:
+    def build(paths: SessionPaths) -> list[ArtifactRetentionClaim]:
+        _write(paths)
+        return [_claim(paths, sha256)]
+
+    return build
+
+
+def _recent(paths: SessionPaths) -> list[ArtifactRetentionClaim]:
+    _write(paths, mtime=NOW - 60)
+    return []
+
+
+def _linked(paths: SessionPaths) -> list[ArtifactRetentionClaim]:
+    os.link(_write(paths), os.path.join(paths.root, "elsewhere.txt"))
+    return []
+
+
+def _symlink(paths: SessionPaths) -> list[ArtifactRetentionClaim]:
+    target = _write(paths, "tool_result_009.txt")
+    os.symlink(target, os.path.join(paths.tool_results, "tool_result_001.txt"))
+    return []
+
+
+def _foreign(paths: SessionPaths) -> list[ArtifactRetentionClaim]:
+    _write(paths, "notes.txt")
+    return []
+
+
+OTHER_SHA = hashlib.sha256(b"other").hexdigest()
+_F = spec_cleanup.FileFacts
+_old = int(OLD)
+SCENARIOS: dict[spec_cleanup.PlanStatus | str, _Scenario] = {
+    "no file, a claim names it": _Scenario(
+        build=lambda paths: [_claim(paths)],
+        facts=None,
+        claims=(spec_cleanup.Claim(digest=1),),
+    ),
+    "not a regular file": _Scenario(
+        build=_symlink, facts=_F(kind=spec_cleanup.EntryKind.SYMLINK, mtime=_old)
+    ),
+    "hard-linked (more than one name)": _Scenario(build=_linked, facts=_F(linked=True, mtime=_old)),
+    "name is not tool_result_NNN.txt": _Scenario(
+        build=_foreign, facts=_F(owned_name=False, mtime=_old), name="notes.txt"
+    ),
+    "not ours to judge (owner, unreadable, changing)": _Scenario(
+        build=_only_file, facts=_F(trusted=False, mtime=_old), fs=_OtherUidFS()
+    ),
+    "an active claim's digest differs": _Scenario(
+        build=_claimed(OTHER_SHA), facts=_F(digest=1, mtime=_old), claims=(spec_cleanup.Claim(2),)
+    ),
+    "an active claim's full digest matches": _Scenario(
+        build=_claimed(SHA), facts=_F(digest=1, mtime=_old), claims=(spec_cleanup.Claim(1),)
+    ),
+    "younger than the orphan TTL": _Scenario(build=_recent, facts=_F(mtime=int(NOW - 60))),
+    "max_deletions already planned": _Scenario(
+        build=_only_file,
+        facts=_F(mtime=_old),
+        policy=ArtifactCleanupPolicy(max_deletions=0),
+    ),
+    "otherwise": _Scenario(build=_only_file, facts=_F(mtime=_old)),
+}
+
+
+def test_every_plan_rule_has_a_scenario() -> None:
+    assert [name for name, _, _ in spec_cleanup.PLAN_RULES] == list(SCENARIOS)
+
+
+def _plan_status(tmp_path: pathlib.Path, scenario: _Scenario) -> PlanEntry:
+    paths = SessionPaths.at(tmp_path / "s1")
+    os.makedirs(paths.tool_results)
+    claims = scenario.build(paths)
+    plan = plan_cleanup(paths, claims, policy=scenario.policy, fs=scenario.fs, now=NOW)
+    return plan.entry(scenario.name)
+
+
+def _spec_policy(policy: ArtifactCleanupPolicy) -> spec_cleanup.Policy:
+    return spec_cleanup.Policy(int(policy.orphan_ttl_seconds), policy.max_deletions)
+
+
+@pytest.mark.parametrize("rule", list(SCENARIOS))
+def test_the_plan_decides_every_row_as_the_table_says(tmp_path: pathlib.Path, rule: str) -> None:
+    scenario = SCENARIOS[rule]
+    index = [name for name, _, _ in spec_cleanup.PLAN_RULES].index(rule)
+    policy = _spec_policy(scenario.policy)
+    # the scenario's facts are that row's case in the spec ...
+    assert spec_cleanup.plan_rule(scenario.facts, scenario.claims, policy, int(NOW)) == index
+    # ... and the real cleanup, on the real files, says what that row says
+    entry = _plan_status(tmp_path, scenario)
+    assert entry.status == spec_cleanup.PLAN_RULES[index][2].value
+
+
+@pytest.mark.parametrize("rule", list(SCENARIOS))
+def test_the_plan_follows_a_replaced_rule(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch, rule: str
+) -> None:
+    rules = list(spec_cleanup.PLAN_RULES)
+    index = [name for name, _, _ in rules].index(rule)
+    name, condition, status = rules[index]
+    swapped = (
+        spec_cleanup.PlanStatus.RETAINED_UNKNOWN
+        if status is not spec_cleanup.PlanStatus.RETAINED_UNKNOWN
+        else spec_cleanup.PlanStatus.DENIED
+    )
+    rules[index] = (name, condition, swapped)  # the mutant: this row says something else
+    monkeypatch.setattr(spec_cleanup, "PLAN_RULES", tuple(rules))
+    assert _plan_status(tmp_path, SCENARIOS[rule]).status == swapped.value
+
+
+# -- cleanup apply: every row of APPLY_RULES ----------------------------------------
+
+
+class _UnreadableFS(OsFileSystem):
+    """The real seam, on which opening an artifact for reading fails (EACCES)."""
+
+    def open_read(self, path: str) -> int:
+        if path.endswith(".txt"):
+            raise PermissionError(13, "Permission denied")
+        return super().open_read(path)
+
+
+def _claim_now(sha256: str) -> Callable[[SessionPaths], list[ArtifactRetentionClaim]]:
+    return lambda paths: [_claim(paths, sha256)]
+
+
+def _remove(paths: SessionPaths) -> list[ArtifactRetentionClaim]:
+    os.unlink(os.path.join(paths.tool_results, "tool_result_001.txt"))
+    return []
+
+
+def _rewrite(paths: SessionPaths) -> list[ArtifactRetentionClaim]:
+    path = os.path.join(paths.tool_results, "tool_result_001.txt")
+    pathlib.Path(path).write_bytes(DATA + b"more\n")
+    os.utime(path, ns=(int(OLD * 1e9), int(OLD * 1e9)))
+    return []
+
+
+def _nothing(paths: SessionPaths) -> list[ArtifactRetentionClaim]:
+    return []
+
+
+@attrs.frozen
+class _Change:
+    """What happens between a plan (at NOW, deleting the old orphan) and its apply."""
+
+    between: Callable[[SessionPaths], list[ArtifactRetentionClaim]]
+    now: float = NOW
+    fs: OsFileSystem = OsFileSystem()
+
+
+APPLY_SCENARIOS: dict[str, _Change] = {
+    "an active claim names it now, another digest": _Change(_claim_now(OTHER_SHA)),
+    "an active claim names it now": _Change(_claim_now(SHA)),
+    "the file is gone": _Change(_remove),
+    "cannot be inspected or read now": _Change(_nothing, fs=_UnreadableFS()),
+    "type, links, owner, snapshot or digest changed": _Change(_rewrite),
+    "younger than the orphan TTL now": _Change(_nothing, now=OLD + 60),
+    "unchanged and unclaimed": _Change(_nothing),
+}
+
+
+def test_every_apply_rule_has_a_scenario() -> None:
+    assert [name for name, _, _ in spec_cleanup.APPLY_RULES] == list(APPLY_SCENARIOS)
+
+
+def _apply_status(tmp_path: pathlib.Path, change: _Change) -> str:
+    from toolswap.cleanup import apply_cleanup
+
+    paths = SessionPaths.at(tmp_path / "s1")
+    os.makedirs(paths.tool_results)
+    _write(paths)
+    delete = ArtifactCleanupPolicy(dry_run=False)
+    plan = plan_cleanup(paths, [], policy=delete, now=NOW)
+    assert [e.name for e in plan.planned] == ["tool_result_001.txt"]
+    claims = change.between(paths)
+    report = apply_cleanup(paths, plan, claims=claims, fs=change.fs, now=change.now)
+    return report.entry("tool_result_001.txt").status
+
+
+@pytest.mark.parametrize("rule", list(APPLY_SCENARIOS))
+def test_apply_decides_every_row_as_the_table_says(tmp_path: pathlib.Path, rule: str) -> None:
+    index = [name for name, _, _ in spec_cleanup.APPLY_RULES].index(rule)
+    assert (
+        _apply_status(tmp_path, APPLY_SCENARIOS[rule]) == spec_cleanup.APPLY_RULES[index][2].value
+    )
+
+
+@pytest.mark.parametrize("rule", list(APPLY_SCENARIOS))
+def test_apply_follows_a_replaced_rule(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch, rule: str
+) -> None:
+    rules = list(spec_cleanup.APPLY_RULES)
+    index = [name for name, _, _ in rules].index(rule)
+    name, condition, status = rules[index]
+    swapped = (
+        spec_cleanup.ApplyStatus.RACE_DETECTED
+        if status is not spec_cleanup.ApplyStatus.RACE_DETECTED
+        else spec_cleanup.ApplyStatus.RETAINED_UNKNOWN
+    )
+    rules[index] = (name, condition, swapped)  # the mutant: this row says something else
+    monkeypatch.setattr(spec_cleanup, "APPLY_RULES", tuple(rules))
+    assert _apply_status(tmp_path, APPLY_SCENARIOS[rule]) == swapped.value
