@@ -5,7 +5,7 @@ Rules
 
 1. Every classic mistake toolswap teaches or guards against has exactly one
    :class:`Entry` in :data:`CATALOGUE`, under its name (the hyphenated handle
-   users type: ``toolswap explore --variant NAME``, ``crashcheck --mutant NAME``).
+   users type: ``toolswap explore --variant NAME``, ``crashcheck --mutants --mutant NAME``).
 2. The entry names the one invariant that must catch it (a name of
    docs/design.md section 8, spelt as :data:`invariants.INVARIANT_NAMES` spells
    it) and where the mistake is shown:

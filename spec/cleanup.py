@@ -38,10 +38,14 @@ Apply, for one ``planned_delete`` entry, against the facts and claims *now*
 6. younger than the orphan TTL now                     -> ``retained_recent``
 7. otherwise                                           -> ``deleted``
 
-The implementation gathers these facts in the rows' order and stops at the
-first row that holds, so it never reads a file a claim keeps.  Row 6 needs
-the policy; :func:`revalidate` without one (the composed model, whose time is
-one "older than the TTL" flag) never takes it.
+The implementation asks these rows at each step of its re-check, with what
+it knows so far (a fact not read yet is taken as planned), and stops at the
+first answer that keeps the file: so it never reads a file a claim keeps.
+The bytes (digest, readability) are read last, after row 6: with a clock set
+back, a file that is both "recent" and changed or unreadable is reported
+``retained_recent`` rather than row 4's or row 5's status; every such answer
+keeps the file.  Row 6 needs the policy; :func:`revalidate` without one (the
+composed model, whose time is one "older than the TTL" flag) never takes it.
 
 Theory of operation
 ===================

@@ -468,12 +468,6 @@ def _claim_reason(digests: Mapping[str, int], sha256: str) -> str:
     return f"{sum(digests.values())} active reference(s), digest matches"
 
 
-def _claim_verdict(digests: Mapping[str, int], sha256: str) -> tuple[str, str]:
-    """(status, reason) when a claim names a planned file at apply time."""
-    status = RETAINED_CORRUPT if set(digests) != {sha256} else RETAINED_REFERENCED
-    return status, _claim_reason(digests, sha256)
-
-
 # -- hashing -------------------------------------------------------------------------
 
 
@@ -726,21 +720,23 @@ def plan_cleanup(
       with :class:`JournalRequiredError` once the session has a journal, because
       raw claims cannot see a PREPARED lease, so they cannot protect it (S1);
     * neither: the session's own journal if it has, or once had, one
-      (:func:`session_journal`), else no claims at all.
+      (:func:`session_journal`, with ``clock`` as its clock), else no claims.
+
+    With a journal, time is the journal's: ``now``, else its clock.
     """
-    journal = _choose(paths, claims, journal, fs)
+    journal = _choose(paths, claims, journal, fs, clock)
     if journal is not None:
         return plan_cleanup_from_journal(
             paths, journal, policy=policy, fs=fs, now=now, progress=progress
         )
     _refuse_if_journal(paths, fs)
     moment = clock() if now is None else now
-    index = _index_claims(paths, list(claims or ()), moment)
+    index = _index_claims(paths, _claim_list(claims), moment)
     return _plan(paths, index, policy, fs, moment, progress, journal_aware=False)
 
 
 def session_journal(
-    paths: SessionPaths, fs: FileSystem = REAL_FS
+    paths: SessionPaths, fs: FileSystem = REAL_FS, *, clock: Callable[[], float] = time.time
 ) -> ArtifactRetentionJournal | None:
     """The lease journal cleanup must honour: None only for a session that never had one.
 
@@ -753,7 +749,7 @@ def session_journal(
     if not _has_journal(paths, fs):
         return None
     try:
-        return ArtifactRetentionJournal(paths.root, fs=fs)
+        return ArtifactRetentionJournal(paths.root, fs=fs, clock=clock)
     except CorruptStateError as exc:
         raise CleanupRefused.corrupt_journal(exc) from exc
 
@@ -763,15 +759,31 @@ def _choose(
     claims: Iterable[ArtifactRetentionClaim] | None,
     journal: ArtifactRetentionJournal | None,
     fs: FileSystem,
+    clock: Callable[[], float],
+    plan: CleanupPlan | None = None,
 ) -> ArtifactRetentionJournal | None:
-    """The journal to clean with, or None for raw claims (see :func:`plan_cleanup`)."""
+    """The journal to clean with, or None for raw claims (see :func:`plan_cleanup`).
+
+    Given neither, apply keeps the form its ``plan`` was made in: a raw plan
+    stays raw (and refuses if a journal appeared since), a journal-aware plan
+    needs the session's journal (and refuses if it is gone).
+    """
     if journal is not None:
         if claims is not None:
             raise UsageError("pass claims or a journal, not both: the journal's leases protect")
         return journal
-    if claims is not None:
+    if claims is not None or (plan is not None and not plan.journal_aware):
         return None
-    return session_journal(paths, fs)
+    chosen = session_journal(paths, fs, clock=clock)
+    if chosen is None and plan is not None:
+        raise CleanupRefused(
+            "the plan was made with the session's lease journal, which is gone; cleanup refuses"
+        )
+    return chosen
+
+
+def _claim_list(claims: Iterable[ArtifactRetentionClaim] | None) -> list[ArtifactRetentionClaim]:
+    return [] if claims is None else list(claims)
 
 
 def plan_cleanup_from_journal(
@@ -1029,13 +1041,14 @@ def apply_cleanup(
     The claims are chosen as in :func:`plan_cleanup`: the journal's leases
     (re-read under the lock), the caller's raw claims (refused with
     :class:`JournalRequiredError` if the session has a lease journal), or,
-    given neither, the session's own journal if it has one, else none.
+    given neither, the form the plan was made in: the session's journal for a
+    journal-aware plan (refused if it is gone), no claims for a raw one.
     """
     _check_plan_shape(plan)
-    journal = _choose(paths, claims, journal, fs)
+    journal = _choose(paths, claims, journal, fs, clock, plan)
     if journal is not None:
         return apply_cleanup_from_journal(paths, plan, journal, fs=fs, now=now)
-    claim_list = list(claims or ())
+    claim_list = _claim_list(claims)
     with paths.session_lock(fs):
         _refuse_if_journal(paths, fs)
         moment = clock() if now is None else now
@@ -1106,15 +1119,14 @@ def cleanup_session(
 ) -> tuple[CleanupPlan, CleanupReport]:
     """Plan and apply with the same choice of claims (see :func:`plan_cleanup`)."""
     claim_list = None if claims is None else list(claims)
-    journal = _choose(paths, claim_list, journal, fs)
+    journal = _choose(paths, claim_list, journal, fs, clock)
     if journal is not None:
         return cleanup_session_from_journal(
             paths, journal, policy=policy, fs=fs, now=now, progress=progress
         )
-    plan = plan_cleanup(
-        paths, claim_list or [], policy=policy, fs=fs, now=now, clock=clock, progress=progress
-    )
-    report = apply_cleanup(paths, plan, claims=claim_list or [], fs=fs, now=now, clock=clock)
+    raw = _claim_list(claim_list)
+    plan = plan_cleanup(paths, raw, policy=policy, fs=fs, now=now, clock=clock, progress=progress)
+    report = apply_cleanup(paths, plan, claims=raw, fs=fs, now=now, clock=clock)
     return plan, report
 
 

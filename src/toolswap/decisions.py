@@ -2,24 +2,27 @@
 
 Theory of operation
 -------------------
-The spec (``toolswap.spec``) owns every decision table: the lease transitions
+The spec (``toolswap.spec``) owns the decision tables: the lease transitions
 (``lease.LEASE_TRANSITIONS``), reconciliation (``reconcile.RECONCILE_TABLE``
-and ``reconcile.SEAL_TABLE``) and the cleanup plan (``cleanup.PLAN_RULES``).
-The implementation gathers facts with real I/O, reduces them to the spec's
-vocabulary here, and lets the table decide; nothing in ``journal.py`` or
-``cleanup.py`` re-states a row.  The tables are read through their modules at
-call time, so replacing a row (a mutant, a test) changes what the
-implementation does: that is the seam mistakes use.
+and ``reconcile.SEAL_TABLE``) and cleanup (``cleanup.PLAN_RULES``,
+``cleanup.APPLY_RULES``).  The implementation gathers facts with real I/O,
+reduces them to the spec's vocabulary here, and lets the table decide.  The
+tables are read through their modules at call time, so replacing a row (a
+mutant, a test) changes what the implementation does: that is the seam
+mistakes use.  What the code still decides by itself is listed in
+docs/where-things-live.md ("Not yet from the tables").
 
 This module only translates.  The spec speaks identity-hashed enums (fast for
 the explorer); the journal, reports and JSON speak strings (``Phase``,
-``ReconcileStatus``, the plan status names).  Each translation is one total
-mapping below, checked both ways by ``tests/core/test_decisions.py``.
+``ReconcileStatus``, the plan status names).  Each translation is one mapping
+below; ``tests/core/test_decisions.py`` checks that the phase, observed-state
+and status mappings cover both vocabularies and keep each spelling.
 """
 
 from __future__ import annotations
 
-import functools
+import math
+import re
 import stat
 from collections.abc import Mapping
 from types import MappingProxyType
@@ -65,8 +68,10 @@ _KIND_OF_TYPE: Mapping[int, Any] = MappingProxyType(
     }
 )
 
-#: A digest no claim can have (claims are 64 hex digits): the file was not read.
+#: Digests no claim or file can have (digests are 64 hex digits): not read, or not a digest.
 _UNREAD = -1
+_NOT_A_DIGEST = -2
+_SHA256 = re.compile(r"[0-9a-f]{64}")
 
 #: The journal's phases (a record's phase) as the spec's lease states.
 LEASE_STATE_OF: Mapping[Phase, Any] = MappingProxyType(
@@ -80,6 +85,11 @@ LEASE_STATE_OF: Mapping[Phase, Any] = MappingProxyType(
 
 #: The inverse: a spec lease state (other than NEW) as the journal's phase.
 PHASE_OF: Mapping[Any, Phase] = MappingProxyType({s: p for p, s in LEASE_STATE_OF.items()})
+
+#: What an owner says, as the spec's observed states (anything else is UNKNOWN).
+_OBSERVED_STATE_OF: Mapping[object, Any] = MappingProxyType(
+    {s: getattr(_owner.ObservedState, s.name) for s in ObservedState}
+)
 
 #: The spec's reconcile statuses as the reports' statuses.
 RECONCILE_STATUS_OF: Mapping[Any, ReconcileStatus] = MappingProxyType(
@@ -186,12 +196,13 @@ def observation_kind(state: ObservedState | None, identity_matches: bool, sealed
     ``state`` None: no usable observation (the inspection failed, or it named
     another transaction), which is UNKNOWN: an owner failure is never absence.
     """
-    kinds = _reconcile.ObservationKind
-    if state is ObservedState.PUBLISHED:
-        return kinds.PUBLISHED_MATCH if identity_matches else kinds.PUBLISHED_MISMATCH
-    if state is ObservedState.ABSENT:
-        return kinds.ABSENT_SEALED if sealed is True else kinds.ABSENT_UNSEALED
-    return kinds.UNKNOWN
+    seen = _owner.Observation(
+        state=_OBSERVED_STATE_OF.get(state, _owner.ObservedState.UNKNOWN),
+        generation=0,  # the rows do not read it; the seal compares generations itself
+        sealed=sealed is True,  # only a real True is a tombstone: anything else may not be
+        identity_matches=identity_matches,
+    )
+    return _reconcile.classify_observation(seen)
 
 
 def reconcile_decision(phase: Phase, kind: Any) -> Reconcile:
@@ -258,9 +269,17 @@ def spec_facts(
     )
 
 
-def digest_of(sha256: str | None) -> int:
-    """A full SHA-256 (hex) as the rows compare it; None (not read) matches no claim."""
-    return _UNREAD if sha256 is None else int(sha256, 16)
+def digest_of(sha256: object) -> int:
+    """A full SHA-256 as the rows compare it: 64 lowercase hex digits, as hashlib writes them.
+
+    None (not read) and anything else (a forged plan's "digest") are numbers no
+    digest has, so they match no claim and no file: the file is kept.
+    """
+    if sha256 is None:
+        return _UNREAD
+    if isinstance(sha256, str) and _SHA256.fullmatch(sha256):
+        return int(sha256, 16)
+    return _NOT_A_DIGEST
 
 
 def spec_claims(digests: Mapping[str, int] | None) -> tuple[Any, ...]:
@@ -273,23 +292,35 @@ def spec_claims(digests: Mapping[str, int] | None) -> tuple[Any, ...]:
     )
 
 
-@functools.lru_cache(maxsize=64)  # apply asks once per planned entry, with the same numbers
 def spec_policy(orphan_ttl_seconds: float, max_deletions: int) -> Any:
     """The cleanup policy's numbers as the plan rows read them."""
     return _cleanup.Policy(orphan_ttl_seconds=orphan_ttl_seconds, max_deletions=max_deletions)
 
 
-def planned_facts(name: str, sha256: str, size: int, mtime_ns: int, device: int, inode: int) -> Any:
-    """What a plan saw of a ``planned_delete`` entry: ours, regular, one link, hashed."""
+def planned_facts(
+    name: str, sha256: object, size: object, mtime_ns: object, device: object, inode: object
+) -> Any:
+    """What a plan says it saw of a ``planned_delete`` entry: ours, regular, one link, hashed.
+
+    A plan is only a list of candidates: values no scan could have produced
+    (a forged plan) become facts no file has, so the file is kept (a race).
+    """
     return _cleanup.FileFacts(
         owned_name=is_artifact_filename(name),  # apply's plan check: always True here
         digest=digest_of(sha256),
         size=size,
-        mtime=mtime_ns / 1e9,
+        mtime=_seconds(mtime_ns),
         mtime_exact=mtime_ns,
         device=device,
         inode=inode,
     )
+
+
+def _seconds(mtime_ns: object) -> float:
+    try:
+        return mtime_ns / 1e9  # type: ignore[operator]
+    except (TypeError, OverflowError):
+        return math.nan  # equal to nothing: the snapshot differs
 
 
 def apply_status(planned: Any, current: Any, claims: Any, now: float, policy: Any) -> str:

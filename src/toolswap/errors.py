@@ -8,9 +8,10 @@
 * :class:`EnvironmentFailure` -- the environment failed (full disk, I/O error,
   permission).  The original :class:`OSError` is kept as ``__cause__``.
 
-Every error names the invariant it protects where there is one.  Every error
-class toolswap raises on purpose is defined here, once; the modules that raise
-them import them from here (and keep re-exporting their old names).
+Every error names the invariant it protects where there is one.  Every
+:class:`ToolswapError` class is defined here, once (a test walks the
+package); the modules that raise them import them from here (and keep
+re-exporting their old names).
 :class:`ArtifactPublicationRejected` is not a failure but an adapter's
 promise (O2); :class:`ChildError` is the conformance kit's broken child.
 """

@@ -58,6 +58,26 @@ def test_every_spec_reconcile_status_is_a_report_status_of_the_same_spelling() -
         assert status.value == spec_status.value
 
 
+def test_every_observed_state_is_the_spec_state_of_the_same_name() -> None:
+    from toolswap.spec.owner import ObservedState as SpecObserved
+
+    mapping = decisions._OBSERVED_STATE_OF
+    assert set(mapping) == set(ObservedState)
+    assert {s.name for s in mapping.values()} == {s.name for s in SpecObserved}
+    assert all(mapping[s].name == s.name for s in ObservedState)
+
+
+def test_an_odd_or_missing_observed_state_is_the_unknown_row() -> None:
+    assert decisions.observation_kind(None, True, True) is K.UNKNOWN
+    assert decisions.observation_kind(ObservedState.UNKNOWN, True, True) is K.UNKNOWN
+
+
+def test_only_a_real_true_seals_an_absence() -> None:
+    # a truthy answer that is not True may not be a tombstone: the owner must seal
+    assert decisions.observation_kind(ObservedState.ABSENT, False, 1) is K.ABSENT_UNSEALED
+    assert decisions.observation_kind(ObservedState.ABSENT, False, True) is K.ABSENT_SEALED
+
+
 # -- lease transitions: every (state, action) pair ----------------------------------
 
 
