@@ -10,7 +10,9 @@
 from __future__ import annotations
 
 import os
+import sys
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 settings.register_profile(
@@ -36,3 +38,11 @@ settings.load_profile(_profile)
 
 # PostgreSQL fixtures (skip with a reason without a server; fail under CI).
 from ._postgres import pg_dsn, pg_schema  # noqa: E402, F401
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Start the README's slow, independent commands early (tests/cli/test_readme.py rule 7)."""
+    readme = sys.modules.get("tests.cli.test_readme")
+    if readme is None or session.config.option.collectonly:
+        return
+    readme.start_background([item.name for item in session.items])

@@ -17,13 +17,23 @@ Rules
 6. The PostgreSQL section needs a server and a libpq service file:
    ``tests/cli/test_owner_cli.py`` runs it as written against the CI server,
    so it is skipped here.
+7. The commands of :data:`BACKGROUND` read nothing an earlier command left and
+   take minutes (they explore every crash state).  When the session selects
+   them, they start as soon as collection ends, one after another on a thread
+   of their own, each in a fresh folder (the benchmarks in the checkout), so
+   that they overlap the rest of the suite; their test waits for the result
+   and checks it exactly as it would check a command run in line.
 """
 
 from __future__ import annotations
 
+import atexit
 import os
 import re
+import shutil
 import subprocess
+import tempfile
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -80,6 +90,68 @@ def _env() -> dict[str, str]:
     return env
 
 
+BENCHMARKS = "python -m pytest -q benchmarks --benchmark-columns=mean,median,rounds"
+#: Slow commands that depend on no earlier command (rule 7), slowest first.
+BACKGROUND = (
+    "toolswap crashcheck",
+    "toolswap check",
+    BENCHMARKS,
+    "toolswap crashcheck --mutants",
+)
+TIMEOUT = 600
+
+
+def _run(command: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["bash", "-c", command],
+        cwd=cwd,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+
+
+class _Background:
+    """The :data:`BACKGROUND` commands, run in order on one thread (rule 7)."""
+
+    def __init__(self, commands: list[str]) -> None:
+        self.done: dict[str, subprocess.CompletedProcess[str] | BaseException] = {}
+        self.ready = {command: threading.Event() for command in commands}
+        self.folder = Path(tempfile.mkdtemp(prefix="readme-background-"))
+        atexit.register(shutil.rmtree, self.folder, True)
+        self.thread = threading.Thread(target=self._work, args=(commands,), daemon=True)
+        self.thread.start()
+
+    def _work(self, commands: list[str]) -> None:
+        for index, command in enumerate(commands):
+            cwd = ROOT if command == BENCHMARKS else self.folder / str(index)
+            cwd.mkdir(exist_ok=True)
+            try:
+                self.done[command] = _run(command, cwd)
+            except BaseException as exc:  # reported by the command's own test
+                self.done[command] = exc
+            self.ready[command].set()
+
+    def result(self, command: str) -> subprocess.CompletedProcess[str]:
+        assert self.ready[command].wait(TIMEOUT * len(self.ready)), f"{command!r} never finished"
+        outcome = self.done[command]
+        if isinstance(outcome, BaseException):
+            raise outcome
+        return outcome
+
+
+_background: _Background | None = None
+
+
+def start_background(selected: list[str]) -> None:
+    """Start the :data:`BACKGROUND` commands among the ``selected`` test ids (from conftest)."""
+    global _background
+    wanted = [c for c in BACKGROUND if f"test_each_readme_command_runs[{c}]" in selected]
+    if wanted and _background is None:
+        _background = _Background(wanted)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("command", _commands())
 def test_each_readme_command_runs(command: str, scratch: dict[str, Any]) -> None:
@@ -91,14 +163,10 @@ def test_each_readme_command_runs(command: str, scratch: dict[str, Any]) -> None
     # The benchmark suite is run from a checkout, as the README says; the rest
     # runs in a scratch folder so that nothing is left in the repository.
     cwd = ROOT if " benchmarks " in f" {command} " else scratch["cwd"]
-    done = subprocess.run(
-        ["bash", "-c", command],
-        cwd=cwd,
-        env=_env(),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    if _background is not None and command in _background.ready:
+        done = _background.result(command)
+    else:
+        done = _run(command, cwd)
     found = _SOURCE_ID.search(done.stdout)
     if found and scratch["source_id"] is None:
         scratch["source_id"] = found.group(0)
