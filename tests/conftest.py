@@ -40,6 +40,16 @@ settings.load_profile(_profile)
 from ._postgres import pg_dsn, pg_schema  # noqa: E402, F401
 
 
+def pytest_collection_modifyitems(
+    session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
+) -> None:
+    """Run the README's examples last, in their own order, so that its slow commands,
+    started in the background when collection ends, overlap the whole suite."""
+    readme = [item for item in items if item.nodeid.startswith("tests/cli/test_readme.py")]
+    if readme:
+        items[:] = [item for item in items if item not in readme] + readme
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Start the README's slow, independent commands early (tests/cli/test_readme.py rule 7)."""
     readme = sys.modules.get("tests.cli.test_readme")

@@ -20,9 +20,10 @@ Rules
 7. The commands of :data:`BACKGROUND` read nothing an earlier command left and
    take minutes (they explore every crash state).  When the session selects
    them, they start as soon as collection ends, one after another on a thread
-   of their own, each in a fresh folder (the benchmarks in the checkout), so
-   that they overlap the rest of the suite; their test waits for the result
-   and checks it exactly as it would check a command run in line.
+   of their own, each in a fresh folder (the benchmarks in the checkout), and
+   this file's tests run last (``tests/conftest.py``), so that they overlap
+   the rest of the suite; their test waits for the result and checks it
+   exactly as it would check a command run in line.
 """
 
 from __future__ import annotations
