@@ -435,17 +435,25 @@ def test_the_plan_decides_every_row_as_the_table_says(tmp_path: pathlib.Path, ru
 def test_the_plan_follows_a_replaced_rule(
     tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch, rule: str
 ) -> None:
-    rules = list(spec_cleanup.PLAN_RULES)
+    statuses = (spec_cleanup.PlanStatus.RETAINED_UNKNOWN, spec_cleanup.PlanStatus.DENIED)
+    swapped = _replace_row(monkeypatch, "PLAN_RULES", rule, statuses)
+    assert _plan_status(tmp_path, SCENARIOS[rule]).status == swapped.value
+
+
+def _replace_row(
+    monkeypatch: pytest.MonkeyPatch, table: str, rule: str, statuses: tuple[Any, Any]
+) -> Any:
+    """The mutant: the row named ``rule`` of ``spec.cleanup.<table>`` says something else.
+
+    Its new status is the first of ``statuses`` unless the row says that already.
+    """
+    rules = list(getattr(spec_cleanup, table))
     index = [name for name, _, _ in rules].index(rule)
     name, condition, status = rules[index]
-    swapped = (
-        spec_cleanup.PlanStatus.RETAINED_UNKNOWN
-        if status is not spec_cleanup.PlanStatus.RETAINED_UNKNOWN
-        else spec_cleanup.PlanStatus.DENIED
-    )
-    rules[index] = (name, condition, swapped)  # the mutant: this row says something else
-    monkeypatch.setattr(spec_cleanup, "PLAN_RULES", tuple(rules))
-    assert _plan_status(tmp_path, SCENARIOS[rule]).status == swapped.value
+    swapped = statuses[0] if status is not statuses[0] else statuses[1]
+    rules[index] = (name, condition, swapped)
+    monkeypatch.setattr(spec_cleanup, table, tuple(rules))
+    return swapped
 
 
 # -- cleanup apply: every row of APPLY_RULES ----------------------------------------
@@ -530,14 +538,6 @@ def test_apply_decides_every_row_as_the_table_says(tmp_path: pathlib.Path, rule:
 def test_apply_follows_a_replaced_rule(
     tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch, rule: str
 ) -> None:
-    rules = list(spec_cleanup.APPLY_RULES)
-    index = [name for name, _, _ in rules].index(rule)
-    name, condition, status = rules[index]
-    swapped = (
-        spec_cleanup.ApplyStatus.RACE_DETECTED
-        if status is not spec_cleanup.ApplyStatus.RACE_DETECTED
-        else spec_cleanup.ApplyStatus.RETAINED_UNKNOWN
-    )
-    rules[index] = (name, condition, swapped)  # the mutant: this row says something else
-    monkeypatch.setattr(spec_cleanup, "APPLY_RULES", tuple(rules))
+    statuses = (spec_cleanup.ApplyStatus.RACE_DETECTED, spec_cleanup.ApplyStatus.RETAINED_UNKNOWN)
+    swapped = _replace_row(monkeypatch, "APPLY_RULES", rule, statuses)
     assert _apply_status(tmp_path, APPLY_SCENARIOS[rule]) == swapped.value
