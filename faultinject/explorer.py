@@ -22,38 +22,24 @@ A :class:`Scenario` has a *setup* (made durable, never crashed) and a *run*
 5. checks the invariants of docs/design.md section 8 on what is left (the owner only
    through its protocol: see "Any owner" below).
 
-Checked after every crash state:
+The invariants are the spec's own functions (``toolswap.spec.invariants``), the
+ones the spec explorer and the stateful machine call: after recovery the
+explorer turns the journal, the owner's fenced view, ``tool-results/`` and the
+watched owner's ghosts into an observable state (:func:`.observe.observe_real`)
+and reports every finding.  Two of them are also checked at the instant they
+could first break: S1 at every unlink in ``tool-results/``
+(:func:`.observe.observe_unlink`: a lease that recovery resolves later does not
+excuse an earlier deletion) and S2 at every publish call that may have written
+(the watched owner records one that came before a durable PREPARED record).
+With a healed owner, L1's goal must hold after recovery (reported apart, as
+progress).
 
-* **S1** every reference visible in the owner, maybe still landing (a publish
-  that failed in doubt, on an id not tombstoned), or protected by a
-  PREPARED lease names an artifact that exists with its full digest; every
-  externalization that returned left a durable artifact; and *at the moment of
-  every unlink* in ``tool-results/`` no live lease (PREPARED, or COMMITTED and
-  not expired) in the journal names the file (a lease that recovery resolves
-  later does not excuse an earlier deletion).
-* **S2** at every publish call that may have written (it returned, or failed
-  with anything but a rejection), the journal's *durable* bytes already held
-  that transaction's PREPARED record.
-* **S3** an ABORTED transaction is tombstoned or was explicitly rejected by the owner;
-  and (``S3.buried``) no transaction whose publish the owner acknowledged
-  (``world.acknowledged``) is ABORTED: the tombstone must seal an absence,
-  not bury a reference written after the reconciler looked.
-* **S4** a RELEASED transaction's reference is gone from the owner and its
-  tombstone is there (O4: a late replay cannot resurrect it).
-* **S5** at most one terminal record per transaction in the journal file.
-* **S6** the journal opens after every crash (a verified prefix plus at most
-  one torn tail); no artifact's bytes change; a new externalization never
-  takes a name that existed durably before.
-* **S7** no seam operation touches a path outside the session directory;
-  an entry of ``tool-results/`` that is not an artifact (``world.plant``: a
-  plain file, a directory, an artifact-like name with a bad suffix) is still
-  there with its bytes after every crash, recovery and cleanup.
-* **S1** (fail closed) a cleanup over a corrupt journal (``Scenario.journal_corrupt``)
-  refuses with a :class:`~toolswap.errors.CorruptStateError` and deletes
-  nothing; a file whose bytes disagree with a live claim's digest
-  (``world.tamper``) is kept with its bytes (``retained_corrupt``).
-* **L1** (reported apart, as progress) with a healed owner no lease stays
-  pending, and GC leaves no unprotected artifact past its TTL.
+A few checks are about the run rather than a state, and stay here under the
+invariant they serve: every externalization that returned left a durable
+artifact (S1); a cleanup over a corrupt journal (``Scenario.journal_corrupt``)
+refuses with a :class:`~toolswap.errors.CorruptStateError` and deletes nothing
+(``S1.fail_closed``); the journal opens after every crash (S6); recovery on a
+faulty owner resolves nothing on its word (S3).
 
 Every violation carries what is needed to replay it: scenario, target, mode,
 granularity and the seed string of its choices (:func:`replay`).
@@ -106,7 +92,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 import posixpath
 import random
 import re
@@ -117,6 +102,13 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import attrs
+from toolswap.spec.invariants import (
+    findings,
+    l1_unfinished,
+    s1_no_dangling_reference,
+    s2_prepare_before_publish,
+)
+from toolswap.spec.observable import LeaseView, Observable
 
 from toolswap.cleanup import ArtifactCleanupPolicy, JournalRequiredError
 from toolswap.domain import (
@@ -133,7 +125,6 @@ from toolswap.journal import (
     DanglingReferenceError,
     TransactionExistsError,
 )
-from toolswap.journal_format import Phase
 from toolswap.owner import (
     ArtifactPublicationRejected,
     OwnerObservation,
@@ -144,6 +135,7 @@ from toolswap.owner import (
 )
 
 from .disk import CRASH_MODES, TORN_GRANULARITIES, Chooser, SimulatedCrash, SimulatedDisk
+from .observe import journal_records, observe_real, observe_unlink
 from .owner import OwnerFault
 from .owner_source import CrashableSource, OwnerFaultUnsupported, OwnerSource, WatchedOwner
 
@@ -167,7 +159,6 @@ T0 = 1_700_000_000.0  # the disk's time base, in seconds
 TTL = 86_400
 FAR = T0 + 30 * TTL  # "now" for GC: every orphan is past its TTL
 THRESHOLD = 1024
-RESOLUTIONS = {Phase.COMMITTED.value, Phase.ABORTED.value}
 JOURNAL = posixpath.join(SESSION, "retention-leases.jsonl")
 RESULTS = posixpath.join(SESSION, "tool-results")
 
@@ -357,54 +348,33 @@ class World:
     # -- S1 at the moment of deletion --------------------------------------------------
 
     def _check_unlink(self, path: str) -> None:
-        """S1: no file that a live lease of the journal names is ever unlinked."""
+        """S1: no file a live lease (or a reported conflict) needs is ever unlinked."""
         if posixpath.dirname(posixpath.normpath(path)) != RESULTS:
             return
-        name = posixpath.basename(path)
-        data = self.disk.read_file(JOURNAL) if self.disk.exists(JOURNAL) else b""
-        phases: dict[str, str] = {}
-        intents: dict[str, dict[str, Any]] = {}
-        for record in _records(data):
-            txn, phase = record.get("transaction_id"), record.get("phase")
-            if not isinstance(txn, str) or not isinstance(phase, str):
-                continue
-            phases[txn] = phase
-            intent = record.get("intent")
-            if phase == Phase.PREPARED.value and isinstance(intent, dict):
-                intents[txn] = intent
-        for txn, phase in sorted(phases.items()):
-            intent = intents.get(txn, {})
-            if phase not in {Phase.PREPARED.value, Phase.COMMITTED.value}:
-                continue
-            until = intent.get("retain_until")
-            if phase == Phase.COMMITTED.value and until is not None and until <= FAR:
-                continue
-            if _filename(intent.get("source_id")) == name:
-                self.violations.append(("S1", f"{name} unlinked while {txn} ({phase}) protects it"))
-        for txn in sorted(self.conflicts_reported):  # the owner still shows what was reported
-            if self.shown.get(txn) == name:
-                self.violations.append(
-                    (
-                        "S1",
-                        f"{name} unlinked while the owner shows {txn}'s reference to it "
-                        "(reported as pending_conflict)",
-                    )
-                )
+        shown = {t: self.shown[t] for t in self.conflicts_reported if t in self.shown}
+        seen = observe_unlink(
+            journal=self.disk.read_file(JOURNAL) if self.disk.exists(JOURNAL) else b"",
+            name=posixpath.basename(path),
+            now=FAR,
+            shown=shown,
+        )
+        self.violations.extend(
+            (handle, f"unlinking: {why}") for handle, why in s1_no_dangling_reference(seen)
+        )
 
     # -- S2, checked at every publish call that may write -------------------------
 
     def _prepared_durable(self, txn: str) -> bool:
         data = self.disk.durable_read(posixpath.join(SESSION, "retention-leases.jsonl"))
-        for record in _records(data or b""):
+        for record in journal_records(data or b""):
             if record.get("transaction_id") == txn and record.get("phase") == "PREPARED":
                 return True
         return False
 
     def s2_violations(self) -> list[tuple[str, str]]:
-        return [
-            ("S2", f"{txn} became visible before PREPARED was durable")
-            for txn in self.owner.s2_violations
-        ]
+        """S2 on the publishes the watched owner took (before recovery could run)."""
+        took = tuple(LeaseView(t, "", unprepared_publish=True) for t in self.owner.s2_violations)
+        return list(s2_prepare_before_publish(Observable(took, {})))
 
 
 def _filename(source_id: object) -> str | None:
@@ -416,19 +386,6 @@ def _filename(source_id: object) -> str | None:
         return None
 
 
-def _records(data: bytes) -> list[dict[str, Any]]:
-    """Complete journal lines that parse as JSON objects (the torn tail is skipped)."""
-    out: list[dict[str, Any]] = []
-    for line in data.split(b"\n")[:-1]:
-        try:
-            value = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(value, dict):
-            out.append(value)
-    return out
-
-
 @attrs.frozen(kw_only=True)
 class Scenario:
     """A named workload: ``setup`` is made durable first, ``run`` is crashed everywhere."""
@@ -437,7 +394,6 @@ class Scenario:
     setup: Callable[[World], None]
     run: Callable[[World], None]
     recovery_faults: tuple[OwnerFault, ...] = ()
-    expect_pending: bool = False  # a lease may rightly stay pending (an owner conflict)
     #: The setup corrupted a complete journal record: every cleanup, in the run and
     #: in recovery, must refuse and delete nothing (fail closed); nothing else recovers.
     journal_corrupt: bool = False
@@ -921,13 +877,11 @@ STANDARD_SCENARIOS: tuple[Scenario, ...] = (
         name="reconcile_conflict",
         setup=_conflicting,
         run=_run_reconcile(None),
-        expect_pending=True,
     ),
     Scenario(
         name="reconcile_conflict_then_gc",
         setup=_conflicting_with_an_old_other,
         run=_run_reconcile_then_gc,
-        expect_pending=True,
     ),
     Scenario(name="remove", setup=_published, run=_run_remove(None)),
     Scenario(name="remove_failed", setup=_published, run=_run_remove("remove_error")),
@@ -948,7 +902,6 @@ STANDARD_SCENARIOS: tuple[Scenario, ...] = (
         name="gc_digest_conflict",
         setup=_digest_conflict_setup,
         run=_run_gc(False),
-        expect_pending=True,
     ),
     Scenario(
         name="append_after_torn_tail",
@@ -1179,7 +1132,6 @@ def _recover_and_check(
     disk = world.disk
     owner = world.source  # crashes, in-flight writes: the owner's own mechanics
     journal_path = posixpath.join(SESSION, "retention-leases.jsonl")
-    results = posixpath.join(SESSION, "tool-results")
     before = _tool_results(disk)
     # S1 (durability): every externalization that returned left its bytes, unless the
     # run itself deleted the file (whether that was allowed is checked below)
@@ -1212,106 +1164,59 @@ def _recover_and_check(
         return _finish(found + world.s2_violations() + world.violations, progress)
     recovery = world.journal.recover()
     after = _tool_results(disk)
-    states = dict(recovery.states)
     # what the owner holds, learned through its fences only (healed by now)
-    view = world.owner.view({*world.claims, *states})
+    view = world.owner.view({*world.claims, *recovery.states})
     if view.unanswered:
         found.append(("view", f"the healed owner cannot tell: {', '.join(view.unanswered)}"))
-    visible = view.visible()
-    # S1: visible, maybe still landing, or pending references name intact artifacts
-    must_exist: dict[str, str] = {}
-    for txn, (source, _digest) in visible.items():
-        claim = recovery.transactions.get(txn)
-        if (
-            recovery.states.get(txn) is Phase.COMMITTED
-            and claim is not None
-            and claim.retain_until is not None
-            and claim.retain_until <= FAR
-        ):
-            continue  # S1's one exception: the caller let a committed lease expire
-        must_exist[txn] = source
-    for txn, claim in world.owner.uncertain.items():
-        seen = view.seen.get(txn)
-        if seen is not None and seen.kind in ("tombstone", "published"):
-            continue  # a tombstone refuses a late write (O3); a visible one is counted above
-        must_exist[txn] = claim.source_id
-    for txn in recovery.pending_transaction_ids:
-        shown = visible.get(txn)
-        if shown is not None and shown[0] != recovery.transactions[txn].source_id:
-            # a conflict: the owner shows another file than the intent; both must exist
-            held = parse_source_id(shown[0]).filename
-            if held not in after:
-                found.append(
-                    ("S1", f"{held} deleted while the owner shows {txn}'s reference to it")
-                )
-        must_exist[txn] = recovery.transactions[txn].source_id
-    for txn, source in sorted(must_exist.items()):
-        held = parse_source_id(source).filename
-        content = after.get(held)
-        intent = recovery.transactions.get(txn) or world.claims.get(txn)
-        if content is None:
-            found.append(("S1", f"{held} deleted while {txn} may reference it"))
-        elif held in world.tampered:  # the scenario changed it: kept as it was (fail closed)
-            if content != world.tampered[held]:
-                found.append(("S1", f"tampered {held} changed while {txn} references it"))
-        elif intent is not None and _sha(content) != intent.content_sha256:
-            found.append(("S1", f"{held} changed while {txn} references it"))
-    # S3 and S4
-    for txn, phase in states.items():
-        if phase is Phase.ABORTED and not (view.tombstoned(txn) or txn in world.owner.rejected):
-            found.append(("S3", f"{txn} ABORTED without a tombstone or rejection"))
-        if phase is Phase.ABORTED and txn in world.acknowledged:
-            # the tombstone must seal an absence: one written over a reference the
-            # owner acknowledged buried it, and ABORTED ends a lease that was published
-            found.append(("S3.buried", f"{txn} ABORTED after the owner acknowledged its publish"))
-        if phase is Phase.ABORTED and txn in visible:
-            found.append(("S3", f"{txn} ABORTED but visible in the owner"))
-        if phase is Phase.RELEASED and txn in visible:
-            found.append(("S4", f"{txn} RELEASED while the owner still holds it"))
-        elif phase is Phase.RELEASED and not view.tombstoned(txn):
-            found.append(("S4", f"{txn} RELEASED but no tombstone refuses a late write (O4)"))
-    # S5: one resolution (COMMITTED or ABORTED) and at most one RELEASED per transaction
-    records = _records(disk.read_file(journal_path)) if disk.exists(journal_path) else []
-    for phases, label in ((RESOLUTIONS, "COMMITTED/ABORTED"), ({"RELEASED"}, "RELEASED")):
-        counts = Counter(r.get("transaction_id") for r in records if r.get("phase") in phases)
-        for who, count in counts.items():
-            if count > 1:
-                found.append(("S5", f"{who} has {count} {label} records"))
-    # S6: artifacts never change; a new name never reuses one that existed durably
-    for kept, content_now in after.items():
-        if kept in before and before[kept] != content_now:
-            found.append(("S6", f"{kept} changed content during recovery"))
-    second = _externalize_once(world, found)
-    if second is not None and (second in before or second in world.names_ever):
-        found.append(("S6.reuse", f"new externalization after GC reused the deleted name {second}"))
-    # S7: nothing outside the session (makedirs may create the session's parents)
-    if world.hostile:
-        if not disk.exists(OUTSIDE) or disk.read_file(OUTSIDE) != b"not ours\n":
-            found.append(("S7", f"{OUTSIDE} outside the session was changed or deleted"))
-        for planted in ("tool_result_900.txt", "tool_result_901.txt", "tool_result_902.txt"):
-            if not disk.exists(posixpath.join(results, planted)):
-                found.append(("S7", f"GC deleted {planted}, which is not ours"))
-    for op, path in disk.io_log or []:
-        if path and not _inside(path, ancestors_ok=op == "makedirs"):
-            found.append(("S7", f"{op} touched {path} outside the session"))
-            break
-    # L1: with a healed owner no lease stays pending; GC leaves no unprotected old orphan
-    if recovery.pending_transaction_ids and not scenario.expect_pending:
-        progress.append(
-            (
-                "L1",
-                f"pending after a healed reconcile: {', '.join(recovery.pending_transaction_ids)}",
-            )
-        )
-    protected = {c.source_id for c in recovery.active_claims_by_source(FAR).values()}
-    protected |= {c.source_id for c in recovery.conflict_claims()}  # what an owner shows
-    protected_names = {parse_source_id(s).filename for s in protected}
-    for survivor in after:
-        if survivor in world.names_ever and survivor not in protected_names:
-            progress.append(("L1", f"unreferenced {survivor} survived GC past its TTL"))
+    second = _externalize_once(world, found)  # S6: a new name never reuses an old one
+    reused = second is not None and (second in before or second in world.names_ever)
+    seen = observe_real(
+        journal=disk.read_file(journal_path) if disk.exists(journal_path) else b"",
+        intents={**world.claims, **recovery.transactions},
+        now=FAR,  # the clock cleanup ran at: retention is judged there
+        view=view,
+        files=after,
+        ours=world.names_ever,
+        landing=world.owner.uncertain,
+        in_flight=[t for t, _ in owner.in_flight],
+        rejected=world.owner.rejected,
+        acknowledged=world.acknowledged,
+        unprepared=world.owner.s2_violations,
+        conflicts={
+            t: {(c.source_id, c.content_sha256) for c in ids}
+            for t, ids in recovery.conflicts.items()
+        },
+        tampered=world.tampered,
+        first=before,
+        reused=[second] if second is not None and reused else [],
+        claimed={
+            parse_source_id(c.source_id).filename
+            for c in (*recovery.active_claims_by_source(FAR).values(), *recovery.conflict_claims())
+        },
+        outside=_outside(world, disk),
+    )
+    found.extend(findings(seen))
+    progress.extend(("L1", why) for why in l1_unfinished(seen))
     if check is not None:
         found.extend(check(world, before))
-    return _finish(found + world.s2_violations() + world.violations, progress)
+    return _finish(found + world.violations, progress)
+
+
+def _outside(world: World, disk: SimulatedDisk) -> tuple[str, ...]:
+    """S7's observations: the hostile entries outside and planted inside, and the I/O log."""
+    seen: list[str] = []
+    results = posixpath.join(SESSION, "tool-results")
+    if world.hostile:
+        if not disk.exists(OUTSIDE) or disk.read_file(OUTSIDE) != b"not ours\n":
+            seen.append(f"{OUTSIDE} outside the session was changed or deleted")
+        for planted in ("tool_result_900.txt", "tool_result_901.txt", "tool_result_902.txt"):
+            if not disk.exists(posixpath.join(results, planted)):
+                seen.append(f"GC deleted {planted}, which is not ours")
+    for op, path in disk.io_log or []:
+        if path and not _inside(path, ancestors_ok=op == "makedirs"):
+            seen.append(f"{op} touched {path} outside the session")
+            break
+    return tuple(seen)
 
 
 def _recover(

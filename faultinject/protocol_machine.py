@@ -22,10 +22,11 @@ The outcome is compared, and only then does the clone become the model.  After
 every step the invariant ``observables_match_model`` compares what the model
 predicts with what the implementation shows: per-transaction phases, intents,
 claims (by source id), pending ids in journal order, the owner's visible rows
-and generations, which artifact files exist and their bytes.  The ``s1_`` ..
-``s7_`` invariants check docs/design.md section 8 on the real state directly, so they
-also hold the implementation to account after a crash, when the model adopts
-the recovered state.
+and generations, which artifact files exist and their bytes.  The invariant
+``s1_to_s7`` calls the spec's own S1-S7 (``toolswap.spec.invariants``, the
+functions the spec explorer and the crash explorer call) on the real state, as
+:func:`.observe.observe_real` shows it, so they also hold the implementation to
+account after a crash, when the model adopts the recovered state.
 
 The rules (one per operation or fault; each names what the spec decides):
 
@@ -103,7 +104,9 @@ from toolswap.spec import lease as spec_lease
 from toolswap.spec import owner as spec_owner
 from toolswap.spec import reconcile as spec_reconcile
 from toolswap.spec.errors import IllegalTransition
+from toolswap.spec.invariants import findings
 from toolswap.spec.lease import LeaseAction, LeaseState
+from toolswap.spec.observable import Observable
 from toolswap.spec.owner import OwnerRecord, OwnerState
 
 from toolswap.cleanup import ArtifactCleanupPolicy, CleanupRefused
@@ -130,6 +133,7 @@ from toolswap.owner import (
     owner_remover,
 )
 
+from .observe import observe_real
 from .owner import OwnerFault
 from .owner_source import CrashableSource, OwnerSource, ProtocolView, WatchedOwner
 
@@ -1336,101 +1340,59 @@ class ProtocolMachine(RuleBasedStateMachine):
     # -- S1-S7 on the real state -------------------------------------------------------------
 
     @invariant()
-    def s1_no_dangling_reference(self) -> None:
-        """No artifact is missing while a reference is visible, in flight or leased."""
-        rec = self.recovered()
-        on_disk = self.artifact_files()
-        protected: dict[str, str] = {}
-        for txn, phase in rec.states.items():
-            claim = rec.transactions[txn]
-            state = lease_of(phase)
-            active = spec_lease.is_pending(state) or (
-                spec_lease.protects(state)
-                and (claim.retain_until is None or claim.retain_until > self.now)
-            )
-            if active:
-                protected[txn] = claim.source_id
-        view = self.view()
-        for txn, (source, _) in view.visible().items():
-            claim = rec.transactions.get(txn)
-            if claim is None or claim.source_id != source:
-                continue  # published outside the protocol (foreign identity): not ours
-            state = lease_of(rec.states[txn])
-            expired = state is LeaseState.COMMITTED and txn not in protected
-            if not expired:
-                protected[txn] = source  # visible while ABORTED/RELEASED is S3/S4's business too
-        for txn, claim in self.model.in_flight:
-            seen = view.seen[txn]
-            if seen.kind == "tombstone":
-                continue  # a tombstone refuses the late write: it can never become visible
-            if seen.kind == "published" and (seen.source_id, seen.content_sha256) != (
-                claim.source_id,
-                claim.content_sha256,
-            ):
-                continue  # the id holds another identity: the late write is refused
-            protected[txn] = claim.source_id
-        for txn, source in protected.items():
-            name = name_of(source)
-            assert name in on_disk, f"S1: {txn} references {name}, which is gone"
-            if name not in self.model.tampered:
-                assert sha(on_disk[name]).startswith(source.split(":")[3]), f"S1: {name} bytes"
+    def s1_to_s7(self) -> None:
+        """The spec's S1-S7 (``toolswap.spec.invariants``) on what the real state shows."""
+        found = findings(self.observed())
+        assert not found, "; ".join(f"{handle}: {why}" for handle, why in found)
 
-    @invariant()
-    def s2_prepare_before_publish(self) -> None:
-        assert not self.owner.s2_violations, (
-            f"S2: published before PREPARED was durable: {self.owner.s2_violations}"
+    def observed(self) -> Observable:
+        """The real state as the invariants read it (:func:`.observe.observe_real`).
+
+        Also moves two watermarks: the journal bytes verified so far (S6) and the
+        seam's operation log (S7), each judged once.
+        """
+        m = self.model
+        rec = self.recovered()
+        journal = self.raw_bytes(self.journal_path) or b""
+        evidence = (
+            "" if journal.startswith(self.journal_prefix) else "verified journal records changed"
+        )
+        self.journal_prefix = journal[: journal.rfind(b"\n") + 1]
+        return observe_real(
+            journal=journal,
+            intents=rec.transactions,
+            now=self.now,
+            view=self.view(),
+            files=self.artifact_files(),
+            ours=m.first,
+            landing=m.in_flight,
+            in_flight=[t for t, _ in m.in_flight],
+            rejected=self.owner.rejected,
+            unprepared=self.owner.s2_violations,
+            conflicts=m.conflicts,
+            tampered=dict.fromkeys(m.tampered),
+            first={n: b for n, b in m.first.items() if n not in m.tampered},
+            outside=self.outside_touched(),
+            evidence_changed=evidence,
         )
 
-    @invariant()
-    def s3_tombstone_before_abort(self) -> None:
-        for txn, phase in self.recovered().states.items():
-            if lease_of(phase) is LeaseState.ABORTED:
-                assert self.view().tombstoned(txn) or txn in self.owner.rejected, (
-                    f"S3: {txn} ABORTED without a tombstone or an explicit rejection"
-                )
-
-    @invariant()
-    def s4_remove_before_release(self) -> None:
-        visible = self.view().visible()
-        for txn, phase in self.recovered().states.items():
-            if lease_of(phase) is LeaseState.RELEASED:
-                assert txn not in visible, f"S4: {txn} RELEASED while the owner still shows it"
-
-    @invariant()
-    def s5_one_terminal_event(self) -> None:
-        counts: dict[tuple[str, str], int] = {}
-        for record in self._records(self.raw_bytes(self.journal_path) or b""):
-            if record["phase"] == "CONFLICT":  # a note on a PREPARED lease, not an event
-                continue
-            key = (record["transaction_id"], record["phase"])
-            counts[key] = counts.get(key, 0) + 1
-        for (txn, phase), n in counts.items():
-            assert n == 1, f"S5: {n} {phase} records for {txn}"
-            if phase in ("COMMITTED", "ABORTED"):
-                other = "ABORTED" if phase == "COMMITTED" else "COMMITTED"
-                assert (txn, other) not in counts, f"S5: {txn} both COMMITTED and ABORTED"
-
-    @invariant()
-    def s6_append_only(self) -> None:
-        data = self.raw_bytes(self.journal_path) or b""
-        assert data.startswith(self.journal_prefix), "S6: verified journal records changed"
-        self.journal_prefix = data[: data.rfind(b"\n") + 1]
-        for name, content in self.artifact_files().items():
-            if name in self.model.first and name not in self.model.tampered:
-                assert content == self.model.first[name], f"S6: the bytes of {name} changed"
-
-    @invariant()
-    def s7_nothing_outside(self) -> None:
+    def outside_touched(self) -> tuple[str, ...]:
+        """S7's observations: seam operations outside the session, the outside file, plants."""
+        seen: list[str] = []
         root = self.root.rstrip("/") + "/"
         for op, path in self.fs.log:
             inside = path == self.root or path.startswith(root)
             ancestor = op in ("makedirs", "fsync_dir") and root.startswith(path.rstrip("/") + "/")
-            assert inside or ancestor, f"S7: {op} touched {path}"
+            if not (inside or ancestor):
+                seen.append(f"{op} touched {path}")
         self.fs.log.clear()
-        assert self.raw_bytes(self.outside) == OUTSIDE_BYTES, "S7: the file outside changed"
+        if self.raw_bytes(self.outside) != OUTSIDE_BYTES:
+            seen.append("the file outside changed")
         for name, kind in self.model.foreign.items():
             got = self.entry_kind(posixpath.join(self.results_dir, name))
-            assert got == kind, f"S7: planted {kind} {name} is now {got}"
+            if got != kind:
+                seen.append(f"planted {kind} {name} is now {got}")
+        return tuple(seen)
 
 
 _M = TypeVar("_M", bound=ProtocolMachine)

@@ -31,7 +31,7 @@ from collections.abc import Callable, Hashable
 import attrs
 
 from .errors import BadBounds
-from .invariants import l1_goal, violations
+from .invariants import checker
 from .symmetry import Symmetry
 from .system import PROGRESS_STEPS, Model, Step, SystemState
 
@@ -147,9 +147,10 @@ def explore(
     successors = model.successors
     progress_kinds = PROGRESS_STEPS
     add = index.setdefault
+    violations, l1_goal = checker(model)
     while cursor < len(states):
         s = states[cursor]
-        found = violations(model, s)
+        found = violations(s)
         if found:
             violation = Violation(
                 tuple(n for n, _ in found), tuple(r for _, r in found), _trace(cursor, parent, via)
@@ -229,7 +230,8 @@ def _progress_check(
     for i, j in zip(edge_from, edge_to, strict=True):
         sources[start[j]] = i
         start[j] += 1
-    good = [l1_goal(model, s) for s in states]
+    _, l1_goal = checker(model)
+    good = [l1_goal(s) for s in states]
     frontier = [i for i, g in enumerate(good) if g]
     while frontier:
         j = frontier.pop()

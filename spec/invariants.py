@@ -1,54 +1,70 @@
-"""The invariants of docs/design.md section 8, as predicates over :class:`system.SystemState`.
+"""The invariants of docs/design.md section 8, defined once, over an :class:`Observable`.
 
-Each safety predicate returns ``None`` when it holds, or one plain sentence
-saying what is wrong.  The names are the ones used in docs/design.md, the tests and the
-docs: S1 ... S7 and L1.
+Rules
+=====
 
-* **S1 no dangling reference**: an artifact is never deleted while a
-  reference to it is visible in the owner, or may still become visible (a
-  PREPARED lease, a request in flight or a publisher about to send, and no
-  durable tombstone); and an artifact that a reported ``pending_conflict``
-  names (present when it was reported) is never deleted while the owner still
-  shows that reference (the operator was told the reference is there, so it
-  must still work; one deleted before anyone could know was lost to the other
-  writer, not to a rule of ours).  A COMMITTED lease past its
+1. Each safety invariant is one function from an :class:`~observable.Observable`
+   to the findings it makes: ``(handle, reason)`` pairs, where the handle is
+   the invariant's short name (``"S1"``) or a refinement of it
+   (``"S3.buried"``: a finer clause of S3 that a checker may count apart) and
+   the reason is one plain sentence.  No finding: the invariant holds.
+2. The spec explorer, the crash explorer and the stateful machine all call
+   these functions, each on the :class:`Observable` its own adapter builds
+   (:mod:`observe` here; ``faultinject/observe.py`` for the real code).  No
+   other code decides whether S1-S7 or L1's goal hold.
+3. The names are the ones docs/design.md, the tests and the docs use: the full
+   name (``"S1 no dangling reference"``) in reports, the short handle in
+   counts, a dotted refinement only where one clause is worth counting alone.
+
+* **S1 no dangling reference**: an artifact is never deleted (or changed)
+  while something may reference it: its reference is visible in the owner; a
+  reference may still become visible (a PREPARED lease, or a publish in flight
+  or about to be sent, and no tombstone); or a lease still protects it (a
+  PREPARED lease whatever its expiry, a COMMITTED one until its
+  ``retain_until``).  An artifact that a reported ``pending_conflict`` names is
+  never deleted while the owner still shows that reference (the operator was
+  told it is there, so it must still work).  A COMMITTED lease past its
   ``retain_until`` is outside S1: the caller bounded how long its reference
-  needs the artifact, and cleanup may delete it from then on.  A PREPARED
-  lease has no such way out: it protects whatever its expiry.
-* **S2 prepare before publish**: the owner holds a reference only if that
+  needs the artifact.
+* **S2 prepare before publish**: the owner takes a publish only once that
   transaction's PREPARED record is durable.
 * **S3 tombstone before abort**: an ABORTED record exists only if the owner's
   tombstone for that transaction is durable, or the owner explicitly rejected
-  it before any write.
+  it before any write; and
+  (``S3.buried``) never one whose publish the owner acknowledged: the
+  tombstone must seal an absence.
 * **S4 remove before release**: a RELEASED record exists only if the owner no
-  longer shows the reference.
+  longer shows the reference; with an owner that keeps contract O4, only if a
+  tombstone refuses a late write of it.
 * **S5 one terminal event**: at most one COMMITTED-or-ABORTED record and at
   most one RELEASED record per transaction, ever.
 * **S6 append-only evidence**: toolswap writes each artifact name once; the
-  name is bound to one content forever.  (The journal side of S6 is
-  structural here: records are only ever appended, and the lease table
-  refuses a record that is not a state-changing transition.)
+  name is bound to one content forever (``S6.reuse``: a new externalization
+  never takes a name that existed); the journal's verified records never
+  change.
 * **S7 nothing outside**: no operation reads or deletes a path outside the
   session's trusted ``tool-results/``.
-* **L1 progress** (checked by :mod:`explorer`): from every reachable state,
-  fault-free steps that start no new work reach :func:`l1_goal`: no pending
-  lease, no request in flight, every artifact without an active claim deleted.
-  A PREPARED lease whose conflict is journalled durably and still shown by
-  the owner is left to the operator (nobody in the model fixes the owner).
+* **L1 progress**: from every state, fault-free steps that start no new work
+  reach :func:`l1_goal`: no pending lease, no request in flight, every
+  artifact without a claim deleted.  A PREPARED lease whose conflict is
+  journalled durably and still shown by the owner is left to the operator.
+  The spec explorer checks reachability of the goal; the crash explorer checks
+  the goal itself after a healed recovery.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from . import lease
-from .actors import FileStatus, PublisherPc
 from .lease import LeaseState
-from .owner import OwnerState
-from .system import JournalTxn, Model, OwnerSlot, SystemState, artifact_name, txn_name
+from .observable import LeaseView, Observable, Shown
+from .observe import SpecObserver
+from .system import Model, SystemState
 
 __all__ = [
+    "Finding",
     "s1_no_dangling_reference",
     "s2_prepare_before_publish",
     "s3_tombstone_before_abort",
@@ -58,119 +74,121 @@ __all__ = [
     "s7_nothing_outside",
     "SAFETY",
     "INVARIANT_NAMES",
+    "findings",
+    "l1_unfinished",
+    "l1_reached",
+    "reason",
     "violations",
+    "violations_of",
     "l1_goal",
+    "checker",
 ]
 
-Check = Callable[[Model, SystemState], "str | None"]
+#: (handle, reason): ``("S1", "tool_result_001.txt is deleted while ...")``.
+Finding = tuple[str, str]
+Check = Callable[[Observable], Iterator[Finding]]
+
+_SHOWS_A_REFERENCE = (Shown.REFERENCE, Shown.OTHER)
 
 
-def may_become_visible(model: Model, s: SystemState, t: int) -> bool:
-    """A reference for ``t`` could still appear: no durable tombstone, and something in flight."""
-    o = s.owner[t]
-    if o.record.state is OwnerState.TOMBSTONED:
-        return False
-    return (
-        o.inflight != 0
-        or s.journal[t].state is LeaseState.PREPARED
-        or s.publishers[t] in (PublisherPc.PREPARING, PublisherPc.SENT)
-    )
-
-
-def s1_no_dangling_reference(model: Model, s: SystemState) -> str | None:
+def s1_no_dangling_reference(o: Observable) -> Iterator[Finding]:
     """S1 no dangling reference."""
-    for t in range(len(s.journal)):
-        a = model.artifact_of(t)
-        if s.files[a].status is not FileStatus.DELETED:
-            continue
-        txn = s.journal[t]
-        if txn.expired and txn.state is LeaseState.COMMITTED:  # retention the caller bounded
-            continue
-        o = s.owner[t]
-        if o.record.state is OwnerState.PUBLISHED and o.names < 0:  # names < 0: names ``a``
-            return f"{artifact_name(a)} is deleted while {txn_name(t)}'s reference to it is visible"
-        if may_become_visible(model, s, t):
-            return (
-                f"{artifact_name(a)} is deleted while {txn_name(t)}'s reference "
-                "may still become visible"
-            )
-    for t, o in enumerate(s.owner):
-        a = o.reported
-        if (
-            a >= 0
-            and o.names == a
-            and o.record.state is OwnerState.PUBLISHED
-            and s.files[a].status is FileStatus.DELETED
-        ):
-            return (
-                f"{artifact_name(a)} is deleted while {txn_name(t)}'s reference to it, "
-                "reported as pending_conflict, is visible"
-            )
-    return None
+    artifacts = o.artifacts
+    for v in o.leases:
+        state = v.state
+        if not (state is LeaseState.COMMITTED and not v.retained):  # the caller's bound
+            why = _needed(v, state)
+            seen = artifacts.get(v.artifact)
+            if why and seen is not None:
+                if seen.deleted:
+                    yield "S1", f"{v.artifact} is deleted while {v.txn}'s {why}"
+                elif seen.present and not v.intact:
+                    yield "S1", f"{v.artifact} changed while {v.txn}'s {why}"
+        if v.shown is Shown.OTHER and v.reported and v.other:
+            seen = artifacts.get(v.other)
+            if seen is not None and seen.deleted:
+                yield (
+                    "S1",
+                    f"{v.other} is deleted while {v.txn}'s reference to it, "
+                    "reported as pending_conflict, is visible",
+                )
 
 
-def s2_prepare_before_publish(model: Model, s: SystemState) -> str | None:
+def _needed(v: LeaseView, state: LeaseState) -> str:
+    """Why ``v``'s artifact must stay, as the end of a sentence; "" when it need not."""
+    if v.shown is Shown.REFERENCE:
+        return "reference to it is visible"
+    if v.shown is not Shown.TOMBSTONE and (lease.is_pending(state) or v.may_land):
+        return "reference may still become visible"
+    if lease.protects(state):
+        return f"{state.value} lease still protects it"
+    return ""
+
+
+def s2_prepare_before_publish(o: Observable) -> Iterator[Finding]:
     """S2 prepare before publish."""
-    for t, o in enumerate(s.owner):
-        if (
-            o.record.state is OwnerState.PUBLISHED
-            and LeaseState.PREPARED not in s.journal[t].durable
-        ):
-            return f"{txn_name(t)}'s reference is visible but its PREPARED record is not durable"
-    return None
+    for v in o.leases:
+        if v.unprepared_publish:
+            yield "S2", f"{v.txn}'s reference is visible but its PREPARED record is not durable"
 
 
-def s3_tombstone_before_abort(model: Model, s: SystemState) -> str | None:
+def s3_tombstone_before_abort(o: Observable) -> Iterator[Finding]:
     """S3 tombstone before abort."""
-    for t, txn in enumerate(s.journal):
-        if LeaseState.ABORTED not in txn.records:
+    for v in o.leases:
+        if LeaseState.ABORTED not in v.records:
             continue
-        if s.owner[t].record.state is not OwnerState.TOMBSTONED and not s.rejected[t]:
-            return f"{txn_name(t)} is ABORTED but the owner has no durable tombstone for it"
-    return None
+        if v.shown is not Shown.TOMBSTONE and not v.rejected:
+            yield "S3", f"{v.txn} is ABORTED but the owner has no durable tombstone for it"
+        if v.acknowledged:
+            yield "S3.buried", f"{v.txn} is ABORTED after the owner acknowledged its publish"
 
 
-def s4_remove_before_release(model: Model, s: SystemState) -> str | None:
+def s4_remove_before_release(o: Observable) -> Iterator[Finding]:
     """S4 remove before release."""
-    for t, txn in enumerate(s.journal):
-        if LeaseState.RELEASED in txn.records and s.owner[t].record.state is OwnerState.PUBLISHED:
-            return f"{txn_name(t)} is RELEASED while the owner still shows its reference"
-    return None
+    for v in o.leases:
+        if LeaseState.RELEASED not in v.records:
+            continue
+        if v.shown in _SHOWS_A_REFERENCE:
+            yield "S4", f"{v.txn} is RELEASED while the owner still shows its reference"
+        elif v.shown is not Shown.TOMBSTONE and o.removal_tombstones:
+            yield "S4", f"{v.txn} is RELEASED but no tombstone refuses a late write of it (O4)"
 
 
-def s5_one_terminal_event(model: Model, s: SystemState) -> str | None:
+def s5_one_terminal_event(o: Observable) -> Iterator[Finding]:
     """S5 one terminal event."""
-    return _more_than_one_terminal_event(s.journal)
+    for v in o.leases:
+        reason = _more_than_one_terminal_event(v.records)
+        if reason:
+            yield "S5", f"{v.txn} has more than one terminal event: {reason}"
 
 
-# S5 reads the journal alone, which takes a few dozen values in a whole exploration
+# A record sequence takes a few dozen values in a whole exploration.
 @functools.cache
-def _more_than_one_terminal_event(journal: tuple[JournalTxn, ...]) -> str | None:
-    for t, txn in enumerate(journal):
-        resolutions = sum(1 for r in txn.records if lease.is_resolution(r))
-        releases = txn.records.count(LeaseState.RELEASED)
-        if resolutions > 1 or releases > 1:
-            phases = ", ".join(r.value for r in txn.records)
-            return f"{txn_name(t)} has more than one terminal event: {phases}"
-    return None
+def _more_than_one_terminal_event(records: tuple[LeaseState, ...]) -> str:
+    resolutions = sum(1 for r in records if lease.is_resolution(r))
+    if resolutions > 1 or records.count(LeaseState.RELEASED) > 1:
+        return ", ".join(r.value for r in records)
+    return ""
 
 
-def s6_append_only_evidence(model: Model, s: SystemState) -> str | None:
+def s6_append_only_evidence(o: Observable) -> Iterator[Finding]:
     """S6 append-only evidence."""
-    for a, f in enumerate(s.files):
-        if f.content > 1:
-            return f"{artifact_name(a)} was written twice: the name now holds different content"
-    return None
+    for a in o.artifacts.values():
+        if a.rewritten:
+            yield "S6", f"{a.name} was written twice: the name now holds different content"
+        if a.reused:
+            yield "S6.reuse", f"a new externalization took the name {a.name}, which existed before"
+    if o.evidence_changed:
+        yield "S6", o.evidence_changed
 
 
-def s7_nothing_outside(model: Model, s: SystemState) -> str | None:
+def s7_nothing_outside(o: Observable) -> Iterator[Finding]:
     """S7 nothing outside."""
-    if s.outside_touched:
-        return "an operation read or deleted a path outside the session's tool-results/"
-    return None
+    for sentence in o.outside:
+        yield "S7", sentence
 
 
-#: (name, predicate), in the order docs/design.md section 8 lists them.
+#: (name, check), in the order docs/design.md section 8 lists them.
 SAFETY: tuple[tuple[str, Check], ...] = (
     ("S1 no dangling reference", s1_no_dangling_reference),
     ("S2 prepare before publish", s2_prepare_before_publish),
@@ -184,32 +202,81 @@ SAFETY: tuple[tuple[str, Check], ...] = (
 INVARIANT_NAMES: tuple[str, ...] = tuple(name for name, _ in SAFETY) + ("L1 progress",)
 
 
-def violations(model: Model, s: SystemState) -> tuple[tuple[str, str], ...]:
-    """Every (invariant name, reason) that ``s`` violates."""
+def findings(o: Observable) -> list[Finding]:
+    """Every finding of every safety invariant on ``o``, in S1 ... S7 order."""
+    return [f for _, check in SAFETY for f in check(o)]
+
+
+def violations_of(o: Observable) -> tuple[tuple[str, str], ...]:
+    """(full invariant name, first reason) for each safety invariant ``o`` violates."""
     found = []
     for name, check in SAFETY:
-        reason = check(model, s)
-        if reason is not None:
-            found.append((name, reason))
+        first = next(check(o), None)
+        if first is not None:
+            found.append((name, first[1]))
     return tuple(found)
 
 
-def _awaits_operator(model: Model, txn: JournalTxn, o: OwnerSlot) -> bool:
-    """A durably journalled conflict the owner still shows: only an operator can resolve it."""
-    return (
-        txn.conflict >= 0
-        and not txn.conflict_volatile
-        and o.record.state is OwnerState.PUBLISHED
-        and o.names == txn.conflict
-    )
+def l1_unfinished(o: Observable) -> Iterator[str]:
+    """What keeps ``o`` from L1's goal, one sentence each (nothing: the goal is reached)."""
+    for v in o.leases:
+        if v.in_flight:
+            yield f"a request for {v.txn} is still in flight"
+        if lease.is_pending(v.state) and not v.awaits_operator:
+            yield f"{v.txn} is still pending"
+    for a in o.artifacts.values():
+        if a.present and not a.claimed:
+            yield f"{a.name} has no claim but survived cleanup"
+
+
+def l1_reached(o: Observable) -> bool:
+    """L1's goal: nothing pending, nothing in flight, every unclaimed artifact deleted."""
+    return next(l1_unfinished(o), None) is None
+
+
+# -- the model's entry points (the spec explorer, the report) --------------------------------
+
+
+def checker(
+    model: Model,
+) -> tuple[Callable[[SystemState], tuple[tuple[str, str], ...]], Callable[[SystemState], bool]]:
+    """(violations, l1_goal) over ``model``'s states, memoized on what the observer reads.
+
+    About a third of the default bounds' states differ from another only in parts no
+    invariant reads (the remover, the reconcilers, the GC's plan): those share one answer.
+    """
+    observe = SpecObserver(model)
+    key = observe.key
+    verdicts: dict[tuple[object, ...], tuple[tuple[str, str], ...]] = {}
+    goals: dict[tuple[object, ...], bool] = {}
+
+    def model_violations(s: SystemState) -> tuple[tuple[str, str], ...]:
+        k = key(s)
+        found = verdicts.get(k)
+        if found is None:
+            found = verdicts[k] = violations_of(observe(s))
+        return found
+
+    def model_goal(s: SystemState) -> bool:
+        k = key(s)
+        reached = goals.get(k)
+        if reached is None:
+            reached = goals[k] = l1_reached(observe(s, claims=True))
+        return reached
+
+    return model_violations, model_goal
+
+
+def reason(check: Check, model: Model, s: SystemState) -> str | None:
+    """The first reason ``check`` gives on the model state ``s``, or None when it holds."""
+    return next((why for _, why in check(SpecObserver(model)(s))), None)
+
+
+def violations(model: Model, s: SystemState) -> tuple[tuple[str, str], ...]:
+    """Every (invariant name, first reason) that the model state ``s`` violates."""
+    return violations_of(SpecObserver(model)(s))
 
 
 def l1_goal(model: Model, s: SystemState) -> bool:
-    """L1's target: nothing pending, nothing in flight, every unclaimed artifact deleted."""
-    for t, txn in enumerate(s.journal):
-        o = s.owner[t]
-        if o.inflight or o.pending_tombstone:
-            return False
-        if txn.state is LeaseState.PREPARED and not _awaits_operator(model, txn, o):
-            return False
-    return not any(f.exists and not model.claims_for(s, a) for a, f in enumerate(s.files))
+    """L1's goal on the model state ``s``."""
+    return l1_reached(SpecObserver(model)(s, claims=True))

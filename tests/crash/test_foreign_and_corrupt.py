@@ -173,7 +173,10 @@ def test_treating_the_corrupt_journal_as_empty_is_caught_at_the_end_state() -> N
     with mutant_named("gc_ignores_corrupt_journal").active():
         violations, _ = _end("gc_corrupt_journal")
     assert "S1.fail_closed: GC ran over a corrupt journal, no refusal" in violations
-    assert "S1: tool_result_002.txt unlinked while t1 (COMMITTED) protects it" in violations
+    assert (
+        "S1: unlinking: tool_result_002.txt is deleted while t1's COMMITTED lease still protects it"
+        in violations
+    )
 
 
 # -- item 9: tampered artifact, conflicting claim -----------------------------------------------
@@ -199,23 +202,35 @@ def test_after_gc_the_tampered_file_keeps_its_tampered_bytes() -> None:
 def test_deleting_the_tampered_file_is_s1() -> None:
     path = posixpath.join(RESULTS, "tool_result_001.txt")
     found = _with_run("gc_digest_conflict", lambda world: _remove(world, path))
-    assert ("S1", "tool_result_001.txt unlinked while t1 (COMMITTED) protects it") in found
+    assert (
+        "S1",
+        "unlinking: tool_result_001.txt is deleted while t1's COMMITTED lease still protects it",
+    ) in found
 
 
 def test_changing_the_tampered_file_again_is_s1() -> None:
     path = posixpath.join(RESULTS, "tool_result_001.txt")
     found = _with_run("gc_digest_conflict", lambda world: world.disk.put_file(path, b"again"))
-    assert ("S1", "tampered tool_result_001.txt changed while t1 references it") in found
+    assert ("S1", "tool_result_001.txt changed while t1's reference to it is visible") in found
 
 
 def test_deleting_the_file_of_the_conflicting_claim_is_s1() -> None:
     path = posixpath.join(RESULTS, "tool_result_002.txt")
     found = {detail for _, detail in _with_run("gc_digest_conflict", lambda w: _remove(w, path))}
-    assert "tool_result_002.txt deleted while the owner shows t2's reference to it" in found
+    reported = "reported as pending_conflict, is visible"
+    assert f"tool_result_002.txt is deleted while t2's reference to it, {reported}" in found
 
 
 def test_a_gc_that_ignores_digest_conflicts_is_caught_at_the_end_state() -> None:
     with mutant_named("gc_ignores_digest_conflict").active():
         violations, _ = _end("gc_digest_conflict")
-    assert "S1: tool_result_001.txt unlinked while t1 (COMMITTED) protects it" in violations
-    assert any(v.startswith("S1: tool_result_002.txt unlinked while the owner") for v in violations)
+    assert (
+        "S1: unlinking: tool_result_001.txt is deleted while t1's COMMITTED lease still protects it"
+        in violations
+    )
+    assert any(
+        v.startswith(
+            "S1: unlinking: tool_result_002.txt is deleted while t2's reference to it, reported"
+        )
+        for v in violations
+    )

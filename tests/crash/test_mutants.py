@@ -73,9 +73,10 @@ def test_deleting_a_file_that_a_prepared_lease_protects_is_s1_when_it_happens() 
     ref = world.externalize()
     world.prepare(ref, "t1")
     world.disk.unlink(ref.path)
-    assert ("S1", "tool_result_001.txt unlinked while t1 (PREPARED) protects it") in (
-        world.violations
-    )
+    assert (
+        "S1",
+        "unlinking: tool_result_001.txt is deleted while t1's reference may still become visible",
+    ) in (world.violations)
 
 
 def test_deleting_an_orphan_is_not_s1() -> None:

@@ -141,7 +141,7 @@ def test_the_uncertain_error_mutant_aborts_after_a_lost_ack() -> None:
 def test_aborting_on_a_lost_ack_is_s3_at_the_end_state() -> None:
     with mutant_named("uncertain_error_aborts").active():
         violations = _end("publish_uncertain_after_write")
-    assert "S3: t2 ABORTED without a tombstone or rejection" in violations
+    assert "S3: t2 is ABORTED but the owner has no durable tombstone for it" in violations
 
 
 # -- item 4: a transaction id is sent once ------------------------------------------------------
@@ -161,8 +161,8 @@ def test_the_journal_refuses_a_replayed_id_before_the_owner_is_called() -> None:
 def test_a_replayed_id_lands_under_an_aborted_lease_and_gc_deletes_its_file() -> None:
     with mutant_named("replay_transaction_id").active():
         violations = _end("publish_replayed_after_restart")
-    assert "S1: tool_result_001.txt deleted while t2 may reference it" in violations
-    assert "S3: t2 ABORTED but visible in the owner" in violations
+    assert "S1: tool_result_001.txt is deleted while t2's reference to it is visible" in violations
+    assert "S3.buried: t2 is ABORTED after the owner acknowledged its publish" in violations
 
 
 # -- item 8a: prepare checks the artifact under the lock -----------------------------------------
@@ -181,7 +181,9 @@ def test_prepare_refuses_to_publish_a_file_that_gc_deleted() -> None:
 def test_without_its_checks_prepare_publishes_a_dangling_reference() -> None:
     with mutant_named("prepare_skips_checks").active():
         violations = _end("publish_after_gc")
-    assert violations == ["S1: tool_result_001.txt deleted while t1 may reference it"]
+    assert violations == [
+        "S1: tool_result_001.txt is deleted while t1's reference to it is visible"
+    ]
 
 
 # -- item 8b: raw-claims cleanup next to a lease journal ---------------------------------------
@@ -200,7 +202,8 @@ def test_raw_cleanup_refuses_while_the_session_has_a_journal_and_deletes_nothing
 def test_raw_cleanup_past_the_journal_deletes_what_a_prepared_lease_protects() -> None:
     with mutant_named("raw_cleanup_bypasses_journal").active():
         violations = _end("raw_gc_with_journal")
-    assert "S1: tool_result_002.txt unlinked while t2 (PREPARED) protects it" in violations
+    may_land = "t2's reference may still become visible"
+    assert f"S1: unlinking: tool_result_002.txt is deleted while {may_land}" in violations
 
 
 def test_a_swap_refuses_a_target_that_is_only_inherited() -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from toolswap.spec import explorer, variants
 from toolswap.spec.actors import FileStatus, ReconcilerPc
-from toolswap.spec.invariants import s1_no_dangling_reference
+from toolswap.spec.invariants import reason, s1_no_dangling_reference
 from toolswap.spec.lease import LeaseState as L
 from toolswap.spec.owner import OwnerRecord, OwnerState
 from toolswap.spec.system import (
@@ -31,6 +31,11 @@ from toolswap.spec.system import (
 # the foreign publish names the second artifact, which no lease intends.
 SMALL = Bounds(transactions=1, foreign_publish=True)
 VARIANT = variants.get("conflict-unprotected")
+
+
+def s1(model: Model, s: SystemState) -> str | None:
+    """S1's first reason on the model state ``s``, or None when it holds."""
+    return reason(s1_no_dangling_reference, model, s)
 
 
 def _state(journal: JournalTxn, owner: OwnerSlot, second: FileStatus) -> SystemState:
@@ -101,12 +106,12 @@ def test_the_report_waits_for_the_fsync_and_a_crash_loses_an_unsynced_record() -
 def test_s1_speaks_of_a_reported_conflict_the_owner_still_shows() -> None:
     model = Model(SMALL)
     told = OwnerSlot(FOREIGN.record, names=1, reported=1)
-    assert s1_no_dangling_reference(model, _state(PREPARED, told, FileStatus.DELETED))
-    assert s1_no_dangling_reference(model, _state(PREPARED, told, FileStatus.PRESENT)) is None
+    assert s1(model, _state(PREPARED, told, FileStatus.DELETED))
+    assert s1(model, _state(PREPARED, told, FileStatus.PRESENT)) is None
     gone = OwnerSlot(OwnerRecord(OwnerState.ABSENT, 2, 1), reported=1)
-    assert s1_no_dangling_reference(model, _state(PREPARED, gone, FileStatus.DELETED)) is None
+    assert s1(model, _state(PREPARED, gone, FileStatus.DELETED)) is None
     untold = FOREIGN
-    assert s1_no_dangling_reference(model, _state(PREPARED, untold, FileStatus.DELETED)) is None
+    assert s1(model, _state(PREPARED, untold, FileStatus.DELETED)) is None
 
 
 def test_the_variant_raises_the_bounds_to_what_its_fault_needs() -> None:

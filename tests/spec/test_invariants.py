@@ -1,17 +1,19 @@
-"""Each invariant predicate holds on a sound state and fails on a hand-built bad one.
+"""Each invariant holds on a sound model state and fails on a hand-built bad one.
 
-Mutant-style: if a predicate were weakened to "always holds", its ``bad``
-case here would fail.
+The invariants read an Observable; these cases build model states and observe
+them through the spec's adapter (spec/observe.py).  Mutant-style: if an
+invariant were weakened to "always holds", its ``bad`` case here would fail.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import pytest
 from toolswap.spec import invariants
 from toolswap.spec.actors import FileStatus, PublisherPc
 from toolswap.spec.lease import LeaseState as L
+from toolswap.spec.observable import Observable
 from toolswap.spec.owner import OwnerRecord
 from toolswap.spec.owner import OwnerState as O
 from toolswap.spec.system import FileSlot, JournalTxn, Model, OwnerSlot, SystemState
@@ -33,11 +35,15 @@ def state(
     publisher: PublisherPc = PublisherPc.IDLE,
     rejected: bool = False,
     outside: bool = False,
+    expired: bool = False,
 ) -> SystemState:
     """The base state with transaction t1 (on tool_result_001.txt) set as given."""
     return BASE._replace(
         files=(file, *BASE.files[1:]),
-        journal=(JournalTxn(durable, volatile, 1 if durable or volatile else 0), *BASE.journal[1:]),
+        journal=(
+            JournalTxn(durable, volatile, 1 if durable or volatile else 0, expired=expired),
+            *BASE.journal[1:],
+        ),
         owner=(OwnerSlot(OwnerRecord(owner, 1, 1), inflight=inflight), *BASE.owner[1:]),
         publishers=(publisher, *BASE.publishers[1:]),
         rejected=(rejected, *BASE.rejected[1:]),
@@ -45,7 +51,7 @@ def state(
     )
 
 
-Check = Callable[[Model, SystemState], "str | None"]
+Check = Callable[[Observable], Iterator[invariants.Finding]]
 
 # (predicate, a state that breaks it, a nearby state that does not)
 CASES: list[tuple[str, Check, SystemState, SystemState]] = [
@@ -59,7 +65,19 @@ CASES: list[tuple[str, Check, SystemState, SystemState]] = [
         "S1 may become visible: pending lease",
         invariants.s1_no_dangling_reference,
         state(file=DELETED, durable=(L.PREPARED,)),
+        state(file=PRESENT, durable=(L.PREPARED,)),
+    ),
+    (
+        "S1 a PREPARED lease protects even behind a tombstone",
+        invariants.s1_no_dangling_reference,
         state(file=DELETED, durable=(L.PREPARED,), owner=O.TOMBSTONED),
+        state(file=DELETED, durable=(L.PREPARED, L.ABORTED), owner=O.TOMBSTONED),
+    ),
+    (
+        "S1 a COMMITTED lease protects until its retain_until",
+        invariants.s1_no_dangling_reference,
+        state(file=DELETED, durable=(L.PREPARED, L.COMMITTED)),
+        state(file=DELETED, durable=(L.PREPARED, L.COMMITTED), expired=True),
     ),
     (
         "S1 may become visible: request in flight",
@@ -125,8 +143,8 @@ CASES: list[tuple[str, Check, SystemState, SystemState]] = [
 def test_the_predicate_fails_on_the_bad_state_only(
     check: Check, bad: SystemState, good: SystemState
 ) -> None:
-    assert check(MODEL, good) is None
-    reason = check(MODEL, bad)
+    assert invariants.reason(check, MODEL, good) is None
+    reason = invariants.reason(check, MODEL, bad)
     assert isinstance(reason, str) and reason
 
 

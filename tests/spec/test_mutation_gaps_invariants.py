@@ -22,6 +22,10 @@ COMMITTED = JournalTxn(durable=(L.PREPARED, L.COMMITTED), intent=1)
 PUBLISHED = OwnerRecord(O.PUBLISHED, 1, 1)
 
 
+def s1(model: Model, s: SystemState) -> str | None:
+    return invariants.reason(invariants.s1_no_dangling_reference, model, s)
+
+
 def _put(values: tuple[object, ...], i: int, value: object) -> tuple[object, ...]:
     return (*values[:i], value, *values[i + 1 :])
 
@@ -46,9 +50,7 @@ def test_s1_checks_every_transaction_not_only_the_first() -> None:
         journal=COMMITTED,
         owner=OwnerSlot(PUBLISHED),
     )
-    assert invariants.s1_no_dangling_reference(MODEL, s) == (
-        "tool_result_002.txt is deleted while t2's reference to it is visible"
-    )
+    assert s1(MODEL, s) == ("tool_result_002.txt is deleted while t2's reference to it is visible")
 
 
 def test_s1_names_the_artifact_and_the_reference_that_may_become_visible() -> None:
@@ -56,7 +58,7 @@ def test_s1_names_the_artifact_and_the_reference_that_may_become_visible() -> No
         files=(DELETED, BASE.files[1]),
         journal=(JournalTxn(durable=(L.PREPARED,), intent=1), BASE.journal[1]),
     )
-    assert invariants.s1_no_dangling_reference(MODEL, s) == (
+    assert s1(MODEL, s) == (
         "tool_result_001.txt is deleted while t1's reference may still become visible"
     )
 
@@ -69,9 +71,9 @@ def test_s1_lets_cleanup_delete_after_a_committed_lease_expires() -> None:
         journal=(COMMITTED._replace(expired=True),),
         owner=(OwnerSlot(PUBLISHED),),
     )
-    assert invariants.s1_no_dangling_reference(one, s) is None
+    assert s1(one, s) is None
     unexpired = s._replace(journal=(COMMITTED,))
-    assert invariants.s1_no_dangling_reference(one, unexpired) is not None
+    assert s1(one, unexpired) is not None
 
 
 # t2's id published by another writer, naming tool_result_001.txt, and reported as
@@ -81,7 +83,7 @@ REPORTED = OwnerSlot(PUBLISHED, names=0, reported=0)
 
 def test_s1_keeps_an_artifact_a_reported_conflict_names_while_the_owner_shows_it() -> None:
     s = second(BASE._replace(files=(DELETED, BASE.files[1])), owner=REPORTED)
-    assert invariants.s1_no_dangling_reference(MODEL, s) == (
+    assert s1(MODEL, s) == (
         "tool_result_001.txt is deleted while t2's reference to it, "
         "reported as pending_conflict, is visible"
     )
@@ -90,9 +92,9 @@ def test_s1_keeps_an_artifact_a_reported_conflict_names_while_the_owner_shows_it
 def test_s1_lets_cleanup_delete_what_a_reported_conflict_named_once_it_is_removed() -> None:
     s = second(BASE._replace(files=(DELETED, BASE.files[1])), owner=REPORTED)
     removed = second(s, owner=OwnerSlot(OwnerRecord(O.ABSENT, 2, 1), reported=0))
-    assert invariants.s1_no_dangling_reference(MODEL, removed) is None
+    assert s1(MODEL, removed) is None
     present = second(BASE._replace(files=(PRESENT, BASE.files[1])), owner=REPORTED)
-    assert invariants.s1_no_dangling_reference(MODEL, present) is None
+    assert s1(MODEL, present) is None
 
 
 def _awaiting(*, volatile: bool) -> SystemState:

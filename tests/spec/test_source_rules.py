@@ -25,7 +25,7 @@ from collections.abc import Iterator
 import pytest
 from toolswap.spec import cleanup, explorer, variants
 from toolswap.spec.actors import FileStatus, PublisherPc
-from toolswap.spec.invariants import s1_no_dangling_reference, violations
+from toolswap.spec.invariants import reason, s1_no_dangling_reference, violations
 from toolswap.spec.lease import LeaseState as L
 from toolswap.spec.owner import OwnerRecord, OwnerState
 from toolswap.spec.system import (
@@ -42,6 +42,11 @@ from toolswap.spec.system import (
 ONE = Bounds(artifacts=1, transactions=1)
 EXPIRY = Bounds(transactions=1, lease_expiry=True)  # about 11k states, all faults on
 NEW_VARIANTS = ("prepared-lease-expires", "uncertain-error-aborts", "replay-transaction-id")
+
+
+def s1(model: Model, s: SystemState) -> str | None:
+    """S1's first reason on the model state ``s``, or None when it holds."""
+    return reason(s1_no_dangling_reference, model, s)
 
 
 def _states(model: Model, depth: int | None = None) -> Iterator[SystemState]:
@@ -176,11 +181,11 @@ def test_s1_leaves_only_an_expired_committed_reference_to_its_caller() -> None:
     model = Model(ONE)
     committed = (L.PREPARED, L.COMMITTED)
     expired = JournalTxn(durable=committed, intent=1, expired=True)
-    assert s1_no_dangling_reference(model, _lease(expired, SHOWN, FileStatus.DELETED)) is None
+    assert s1(model, _lease(expired, SHOWN, FileStatus.DELETED)) is None
     live = JournalTxn(durable=committed, intent=1)
-    assert s1_no_dangling_reference(model, _lease(live, SHOWN, FileStatus.DELETED))
+    assert s1(model, _lease(live, SHOWN, FileStatus.DELETED))
     pending = JournalTxn(durable=(L.PREPARED,), intent=1, expired=True)
-    assert s1_no_dangling_reference(model, _lease(pending, OwnerSlot(), FileStatus.DELETED))
+    assert s1(model, _lease(pending, OwnerSlot(), FileStatus.DELETED))
 
 
 def test_a_crash_keeps_a_durable_leases_expiry_and_forgets_a_lost_ones() -> None:
