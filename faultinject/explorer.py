@@ -1189,10 +1189,7 @@ def _recover_and_check(
         tampered=world.tampered,
         first=before,
         reused=[second] if second is not None and reused else [],
-        claimed={
-            parse_source_id(c.source_id).filename
-            for c in (*recovery.active_claims_by_source(FAR).values(), *recovery.conflict_claims())
-        },
+        claimed={parse_source_id(c.source_id).filename for c in recovery.protecting_claims(FAR)},
         outside=_outside(world, disk),
     )
     found.extend(findings(seen))

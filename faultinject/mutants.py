@@ -103,6 +103,7 @@ from toolswap.fs import REAL_FS, FileSystem
 from toolswap.journal import (
     ArtifactRetentionJournal,
     IllegalTransitionError,
+    Recovery,
     Transaction,
     TransactionExistsError,
 )
@@ -481,9 +482,9 @@ def _gc_ignores_digest_conflict() -> contextlib.AbstractContextManager[None]:
 
 
 def _prepared_lease_expires() -> contextlib.AbstractContextManager[None]:
-    original: Callable[[Any], list[Any]] = vars(cleanup)["_protecting_claims"]
+    original: Callable[..., list[Any]] = vars(Recovery)["protecting_claims"]
 
-    def _protecting_claims(recovery: Any) -> list[Any]:
+    def protecting_claims(recovery: Recovery, now: float | None = None) -> list[Any]:
         # the mistake: a PREPARED lease keeps the retain_until its intent carries
         expiring = [
             recovery.transactions[t]
@@ -491,9 +492,9 @@ def _prepared_lease_expires() -> contextlib.AbstractContextManager[None]:
             if phase is Phase.PREPARED
         ]
         pending = {c.source_id for c in expiring}
-        return [c for c in original(recovery) if c.source_id not in pending] + expiring
+        return [c for c in original(recovery, now) if c.source_id not in pending] + expiring
 
-    return swap(cleanup, "_protecting_claims", _protecting_claims)
+    return swap(Recovery, "protecting_claims", protecting_claims)
 
 
 # -- an uncertain publish error taken for a rejection --------------------------------------
@@ -782,7 +783,7 @@ MUTANTS: tuple[Mutant, ...] = (
         name="prepared_lease_expires",
         mistake="cleanup honours retain_until on a PREPARED lease",
         invariant="S1",
-        target="toolswap.cleanup._protecting_claims",
+        target="toolswap.journal.Recovery.protecting_claims",
         scenarios=("gc_expired_prepared",),
         install=_prepared_lease_expires,
     ),

@@ -1299,7 +1299,7 @@ class ProtocolMachine(RuleBasedStateMachine):
             merged = None if until is None or prior is None else max(until, prior)
             expected_claims[claim.source_id] = (count + claim.reference_count, merged)
         got_claims = {
-            s: (c.reference_count, c.retain_until) for s, c in rec.claims_by_source.items()
+            s: (c.reference_count, c.retain_until) for s, c in rec.claims_by_source().items()
         }
         assert got_claims == expected_claims, f"claims: model {expected_claims}, real {got_claims}"
         on_disk = self.artifact_files()

@@ -99,11 +99,10 @@ from .errors import (
 )
 from .fs import REAL_FS, FileFacts, FileSystem
 from .journal_anchor import ANCHOR_NAME
-from .journal_format import Phase
 from .session import TOOL_RESULTS, SessionPaths
 
 if TYPE_CHECKING:
-    from .journal import ArtifactRetentionJournal, Recovery
+    from .journal import ArtifactRetentionJournal
 
 __all__ = [
     "ArtifactCleanupPolicy",
@@ -802,32 +801,11 @@ def plan_cleanup_from_journal(
     except CorruptStateError as exc:
         raise CleanupRefused.corrupt_journal(exc) from exc
     moment = recovery.observed_at
-    index = _index_claims(paths, _protecting_claims(recovery), moment)
+    index = _index_claims(paths, recovery.protecting_claims(), moment)
     return _plan(paths, index, policy, fs, moment, progress, journal_aware=True)
 
 
 # -- journal glue ------------------------------------------------------------------------
-
-
-def _protecting_claims(recovery: Recovery) -> list[ArtifactRetentionClaim]:
-    """One claim per live lease: PREPARED with no expiry, COMMITTED as written.
-
-    Built per transaction rather than from the journal's digest-aggregated
-    claims, so that two artifacts with equal bytes each keep their own claim and
-    a lease whose digest disagrees with its file is seen (``retained_corrupt``).
-    An expired COMMITTED lease is dropped later, by :func:`_index_claims`.
-    """
-    claims: list[ArtifactRetentionClaim] = []
-    for txn, phase in recovery.states.items():
-        claim = recovery.transactions[txn]
-        if phase is Phase.PREPARED:
-            claims.append(attrs.evolve(claim, retain_until=None))  # uncertain: never expires
-        elif phase is Phase.COMMITTED:
-            claims.append(claim)
-    # What the owner showed instead of the intent (a CONFLICT record): no expiry
-    # while its lease protects; only this session's artifact ids (S7).
-    claims.extend(recovery.conflict_claims())
-    return claims
 
 
 def _check_journal_session(paths: SessionPaths, journal: ArtifactRetentionJournal) -> None:
@@ -1079,7 +1057,7 @@ def apply_cleanup_from_journal(
         except CorruptStateError as exc:
             raise CleanupRefused.corrupt_journal(exc) from exc
         moment = recovery.observed_at
-        index = _index_claims(paths, _protecting_claims(recovery), moment)
+        index = _index_claims(paths, recovery.protecting_claims(), moment)
         # Remember what was verified before anything is deleted: a journal cut
         # back later is refused instead of read as fewer leases.
         journal.anchor_verified()

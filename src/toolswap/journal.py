@@ -15,7 +15,7 @@ Rules
   the owner showed under the transaction id instead of the intent.  It is
   appended and fsynced inside the reconcile fence *before* ``pending_conflict``
   is reported, and while the lease is PREPARED or COMMITTED the identity is
-  protected like the intent, with no expiry (:meth:`Recovery.conflict_claims`);
+  protected like the intent, with no expiry (:meth:`Recovery.protecting_claims`);
   RELEASED (the owner removed the reference) or ABORTED (a sealed absence)
   end it.  An observed identity that is not an artifact id of this session is
   recorded and reported, and protects nothing: it is never turned into a path.
@@ -223,27 +223,21 @@ class Recovery:
 
     * ``states``: transaction id -> :class:`Phase`.
     * ``transactions``: transaction id -> its claim (the PREPARED intent).
-    * ``claims``: full digest -> aggregated claim of every PREPARED or COMMITTED
-      lease, whatever its ``retain_until`` (PREPARED contributes no expiry).
-      This is a summary *per content*: when two artifacts hold identical bytes,
-      their leases share one entry whose ``reference_count`` sums both and whose
-      ``source_id`` names only one of them (the smallest).  Never map these
-      claims to files; ``claim_sources`` lists every artifact behind a digest.
-    * ``claim_sources``: full digest -> the sorted source ids behind ``claims``.
-    * ``claims_by_source``: the same leases keyed by source id (exact per
-      artifact); use this, or ``transactions``, to decide what a file needs.
     * ``pending_transaction_ids``: PREPARED transactions, in journal order.
+    * ``conflicts``: transaction id -> the identities its CONFLICT records name.
     * ``torn_tail``: the ignored final piece, if any.
-    * ``conflicts``: transaction id -> the identities its CONFLICT records name
-      (see :meth:`conflict_claims` for what they protect).
+
+    Claims are asked about per artifact, never per digest (two artifacts with
+    equal bytes are two artifacts):
+
+    * :meth:`protecting_claims`: what cleanup honours, one claim per lease that
+      protects and one per identity a CONFLICT names while its lease protects;
+    * :meth:`claims_by_source`: the leases' claims merged per artifact.
     """
 
     session_id: str
     states: Mapping[str, Phase]
     transactions: Mapping[str, ArtifactRetentionClaim]
-    claims: Mapping[str, ArtifactRetentionClaim]
-    claim_sources: Mapping[str, tuple[str, ...]]
-    claims_by_source: Mapping[str, ArtifactRetentionClaim]
     pending_transaction_ids: tuple[str, ...]
     torn_tail: TornTail | None
     record_count: int
@@ -252,53 +246,58 @@ class Recovery:
     observed_at: float
     conflicts: Mapping[str, tuple[ObservedIdentity, ...]] = attrs.field(factory=dict)
 
-    def conflict_claims(self) -> list[ArtifactRetentionClaim]:
-        """A no-expiry claim per identity a CONFLICT names, while its lease protects.
+    def protecting_claims(self, now: float | None = None) -> list[ArtifactRetentionClaim]:
+        """Every claim that protects an artifact at ``now`` (None: whatever its expiry).
 
-        Protecting means PREPARED or COMMITTED (RELEASED and ABORTED are evidence
-        that the owner no longer shows the reference).  An identity that is not
-        a well-formed artifact id of this session with a matching digest is
-        skipped: it was recorded and reported, and names nothing we may touch.
+        One per lease: a PREPARED lease as a claim with no expiry (its outcome is
+        unknown), a COMMITTED one as written while ``now < retain_until``; ABORTED
+        and RELEASED never.  Then one no-expiry claim per identity a CONFLICT
+        record names while its lease protects (what the owner showed instead of
+        the intent), skipping one that is not a well-formed artifact id of this
+        session: it was recorded and reported, and names nothing we may touch.
         """
         claims: list[ArtifactRetentionClaim] = []
+        for txn, phase in self.states.items():
+            claim = self.transactions[txn]
+            if phase is Phase.PREPARED:
+                claims.append(attrs.evolve(claim, retain_until=None))
+            elif _is_active(phase, claim, now):
+                claims.append(claim)
         for txn, identities in self.conflicts.items():
-            if self.states.get(txn) not in (Phase.PREPARED, Phase.COMMITTED):
-                continue
-            for identity in identities:
-                claim = _conflict_claim(identity, self.session_id)
-                if claim is not None:
-                    claims.append(claim)
+            if self.states.get(txn) in (Phase.PREPARED, Phase.COMMITTED):
+                for identity in identities:
+                    seen = _conflict_claim(identity, self.session_id)
+                    if seen is not None:
+                        claims.append(seen)
         return claims
+
+    def claims_by_source(self, now: float | None = None) -> dict[str, ArtifactRetentionClaim]:
+        """Source id -> the claims of the leases that protect it at ``now``, merged.
+
+        ``reference_count`` sums; ``retain_until`` is None if any of them has no
+        expiry (a PREPARED lease never has one), else the latest.  With ``now``
+        None every PREPARED or COMMITTED lease counts, whatever its expiry.
+        Identities a CONFLICT names are in :meth:`protecting_claims`, not here.
+        """
+        return aggregate_claims(self._leases(), now=now, key=lambda c: c.source_id)
 
     def _leases(self) -> dict[str, tuple[Phase, ArtifactRetentionClaim]]:
         return {txn: (phase, self.transactions[txn]) for txn, phase in self.states.items()}
 
-    def active_claims(self, now: float | None = None) -> dict[str, ArtifactRetentionClaim]:
-        """Digest -> claim of the leases that protect at ``now`` (default: ``observed_at``).
-
-        PREPARED always protects; COMMITTED protects while ``now < retain_until``
-        (or forever with no ``retain_until``); ABORTED/RELEASED never.  Like
-        ``claims`` this is per content: use :meth:`active_claims_by_source` to
-        decide about one artifact file.
-        """
-        moment = self.observed_at if now is None else now
-        return aggregate_claims(self._leases(), now=moment)
-
-    def active_claims_by_source(
-        self, now: float | None = None
-    ) -> dict[str, ArtifactRetentionClaim]:
-        """Like :meth:`active_claims`, keyed by source id (two artifacts may share a digest)."""
-        moment = self.observed_at if now is None else now
-        return aggregate_claims(self._leases(), now=moment, key=lambda c: c.source_id)
-
     def to_dict(self) -> dict[str, Any]:
+        """The journal as ``toolswap journal show --json`` prints it.
+
+        ``claims`` there is a summary per content (digest -> the leases' claims
+        merged), with ``claim_sources`` listing every artifact behind a digest.
+        """
+        leases = self._leases()
         return {
             "session_id": self.session_id,
             "record_count": self.record_count,
             "last_sha256": self.last_sha256,
             "states": {txn: phase.value for txn, phase in self.states.items()},
-            "claims": {d: c.to_dict() for d, c in self.claims.items()},
-            "claim_sources": {d: list(s) for d, s in self.claim_sources.items()},
+            "claims": {d: c.to_dict() for d, c in aggregate_claims(leases).items()},
+            "claim_sources": {d: list(s) for d, s in _sources_by_digest(leases).items()},
             "pending_transaction_ids": list(self.pending_transaction_ids),
             "torn_tail": None if self.torn_tail is None else self.torn_tail.to_dict(),
         }
@@ -881,14 +880,10 @@ class ArtifactRetentionJournal:
 
     def _snapshot(self, now: float | None) -> Recovery:
         fold = self._fold
-        leases = {txn: (phase, fold.intents[txn]) for txn, phase in fold.phases.items()}
         return Recovery(
             session_id=fold.session_id,
             states=dict(fold.phases),
             transactions=dict(fold.intents),
-            claims=aggregate_claims(leases),
-            claim_sources=_sources_by_digest(leases),
-            claims_by_source=aggregate_claims(leases, key=lambda c: c.source_id),
             pending_transaction_ids=tuple(fold.pending),
             torn_tail=self._torn,
             record_count=fold.sequence,

@@ -344,9 +344,9 @@ def test_publisher_error_leaves_prepared_which_survives_restart_and_protects(
     rec = ArtifactRetentionJournal(session).recover(now=10**12)
     assert rec.states["t1"] is Phase.PREPARED
     assert rec.pending_transaction_ids == ("t1",)
-    protected = rec.active_claims(now=10**12)[claim.content_sha256]
+    protected = rec.claims_by_source(now=10**12)[claim.source_id]
     assert protected.retain_until is None and protected.reference_count == 1
-    assert rec.claims[claim.content_sha256].retain_until is None
+    assert rec.claims_by_source()[claim.source_id].retain_until is None
 
 
 def test_a_lease_left_prepared_by_a_publisher_error_keeps_its_file_through_cleanup(
@@ -382,7 +382,7 @@ def test_rejection_aborts_and_is_reraised(session: pathlib.Path) -> None:
         journal.publish_reference(claim, publisher, transaction_id="t1")
     rec = ArtifactRetentionJournal(session).recover()
     assert rec.states["t1"] is Phase.ABORTED
-    assert rec.pending_transaction_ids == () and dict(rec.claims) == {}
+    assert rec.pending_transaction_ids == () and rec.protecting_claims() == []
 
 
 def test_owner_helpers_publish_and_remove_under_the_journal_id(session: pathlib.Path) -> None:
@@ -431,7 +431,7 @@ def test_failed_removal_keeps_the_lease_committed(session: pathlib.Path) -> None
         journal.remove_reference("t1", remover)
     rec = ArtifactRetentionJournal(session).recover()
     assert rec.states["t1"] is Phase.COMMITTED
-    assert claim.content_sha256 in rec.active_claims()
+    assert rec.protecting_claims(rec.observed_at) == [claim]
 
 
 def test_remove_reference_of_a_prepared_lease_is_refused(session: pathlib.Path) -> None:
@@ -444,7 +444,7 @@ def test_remove_reference_of_a_prepared_lease_is_refused(session: pathlib.Path) 
 # -- recovery view ----------------------------------------------------------------------------
 
 
-def test_claims_aggregate_by_digest_and_expire(session: pathlib.Path) -> None:
+def test_claims_merge_per_artifact_and_expire(session: pathlib.Path) -> None:
     a = make_artifact(session, b"same\n", 1, retain_until=100.0, reference_count=2)
     b = make_artifact(session, b"same\n", 2, retain_until=200.0)
     c = make_artifact(session, b"other\n", 3, retain_until=50.0)
@@ -456,27 +456,24 @@ def test_claims_aggregate_by_digest_and_expire(session: pathlib.Path) -> None:
     journal.release("gone")
     journal.abort("aborted")
     rec = journal.recover(now=150.0)
-    same = rec.claims[a.content_sha256]
-    assert (same.reference_count, same.retain_until) == (3, 200.0)
-    assert same.source_id == a.source_id
-    assert set(rec.claims_by_source) == {a.source_id, b.source_id, c.source_id}
-    active = rec.active_claims()  # at observed_at = 150
-    assert set(active) == {a.content_sha256}
-    assert (active[a.content_sha256].reference_count, active[a.content_sha256].retain_until) == (
-        1,
-        200.0,
-    )
-    assert set(rec.active_claims(now=40.0)) == {a.content_sha256, c.content_sha256}
-    assert rec.active_claims(now=40.0)[a.content_sha256].reference_count == 3
-    assert set(rec.active_claims_by_source(now=150.0)) == {b.source_id}
-    assert rec.active_claims(now=250.0) == {}
+    merged = rec.claims_by_source()  # whatever the expiry: every COMMITTED lease
+    assert {s: (m.reference_count, m.retain_until) for s, m in merged.items()} == {
+        a.source_id: (2, 100.0),
+        b.source_id: (1, 200.0),
+        c.source_id: (1, 50.0),
+    }
+    assert set(rec.claims_by_source(now=150.0)) == {b.source_id}
+    assert set(rec.claims_by_source(now=40.0)) == {a.source_id, b.source_id, c.source_id}
+    assert rec.claims_by_source(now=250.0) == {}
+    assert rec.protecting_claims() == [a, b, c]  # one per live lease, as written
+    assert rec.protecting_claims(now=150.0) == [b]
 
 
-def test_claims_by_digest_name_every_artifact_behind_a_shared_digest(
+def test_the_json_summary_per_digest_names_every_artifact_behind_it(
     session: pathlib.Path,
 ) -> None:
-    """Two files with equal bytes: the digest summary keeps one representative source id,
-    so ``claim_sources`` and ``claims_by_source`` must still name both files."""
+    """Two files with equal bytes: ``journal show --json`` sums them under one digest, with one
+    representative source id, so ``claim_sources`` must name both files."""
     first = make_artifact(session, b"same\n", 1)
     second = make_artifact(session, b"same\n", 2)
     journal = ArtifactRetentionJournal(session)
@@ -485,10 +482,11 @@ def test_claims_by_digest_name_every_artifact_behind_a_shared_digest(
     journal.commit("b")
     rec = journal.recover()
     digest = first.content_sha256
-    assert rec.claims[digest].reference_count == 2
-    assert rec.claim_sources[digest] == (first.source_id, second.source_id)
-    assert set(rec.claims_by_source) == {first.source_id, second.source_id}
-    assert rec.to_dict()["claim_sources"] == {digest: [first.source_id, second.source_id]}
+    document = rec.to_dict()
+    assert document["claims"][digest]["reference_count"] == 2
+    assert document["claims"][digest]["source_id"] == first.source_id
+    assert document["claim_sources"] == {digest: [first.source_id, second.source_id]}
+    assert set(rec.claims_by_source()) == {first.source_id, second.source_id}
 
 
 def test_time_is_injectable(session: pathlib.Path) -> None:

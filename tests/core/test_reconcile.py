@@ -177,7 +177,7 @@ def test_a_conflict_stops_protecting_once_the_lease_is_aborted(
     journal.reconcile_reference("t1", owner)
     owner.remove("t1")  # the operator fixed the owner: the reference is gone
     assert journal.reconcile_reference("t1", owner).status is ReconcileStatus.ABORTED
-    assert journal.recover().conflict_claims() == []
+    assert journal.recover().protecting_claims() == []
     _gc_now(session, journal)
     assert not (session / "tool-results" / "tool_result_002.txt").exists()
 
@@ -196,7 +196,7 @@ def test_a_foreign_observed_identity_is_recorded_and_protects_nothing(
     assert "nothing protected" in report.reason
     recovery = journal.recover()
     assert [c.source_id for c in recovery.conflicts["t1"]] == [foreign.source_id]
-    assert recovery.conflict_claims() == []
+    assert [c.source_id for c in recovery.protecting_claims()] == [intended.source_id]
     _gc_now(session, journal)  # a foreign id is never a path: the plan does not refuse
     assert (session / "tool-results" / "tool_result_001.txt").exists()
 
@@ -241,7 +241,8 @@ def test_s3_the_tombstone_is_durable_before_aborted(session: pathlib.Path, owner
     with pytest.raises(Crash):
         crashing.reconcile_reference("t1", owner)
     rec = ArtifactRetentionJournal(session).recover()
-    assert rec.states["t1"] is Phase.PREPARED and claim.content_sha256 in rec.active_claims()
+    assert rec.states["t1"] is Phase.PREPARED
+    assert [c.source_id for c in rec.protecting_claims(rec.observed_at)] == [claim.source_id]
     with owner.inspect_fenced("t1") as seen:
         assert seen.sealed is True
         generation = seen.generation

@@ -99,8 +99,9 @@ def _show(args: argparse.Namespace) -> int:
             f"{phase.value:<9} {txn!r} {claim.source_id} refs={claim.reference_count} "
             f"retain_until={until}"
         )
+    claimed = len(rec.to_dict()["claims"])  # the summary per content, as --json shows it
     print(
-        f"{rec.record_count} records, {len(rec.claims)} claimed digests, "
+        f"{rec.record_count} records, {claimed} claimed digests, "
         f"{len(rec.pending_transaction_ids)} pending"
     )
     return 0

@@ -64,7 +64,7 @@ def _conflict(bench: Bench) -> str:
     )
     recovery = bench.journal.recover()
     expect(recovery.states[txn] is Phase.PREPARED, "the conflicting lease left PREPARED")
-    shown = {c.source_id for c in recovery.conflict_claims()}
+    shown = {c.source_id for c in recovery.protecting_claims()}
     expect(
         bench.second.source_id in shown,
         "the identity the owner shows was not journalled as protected (S1)",
