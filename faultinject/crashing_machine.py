@@ -49,9 +49,9 @@ from .protocol_machine import (
     TTLS,
     TXNS,
     Crashed,
+    Expected,
     LeaseAction,
     LeaseState,
-    Model,
     OwnerRecord,
     OwnerState,
     ProtocolMachine,
@@ -308,7 +308,7 @@ class CrashingMachine(SimulatedDiskMachine):
             self.op_gc_apply()
             self.plan = None
 
-    def resync(self, pre: Model, touch: Touch) -> None:
+    def resync(self, pre: Expected, touch: Touch) -> None:
         """Judge what survived a crash inside an operation, then adopt it into the model."""
         rec = self.journal.recover(now=self.now)
         m = pre.clone()

@@ -144,7 +144,7 @@ __all__ = [
     "ExplorationResult",
     "Scenario",
     "Target",
-    "Violation",
+    "CrashViolation",
     "World",
     "STANDARD_SCENARIOS",
     "MISUSE_SCENARIOS",
@@ -164,7 +164,7 @@ RESULTS = posixpath.join(SESSION, "tool-results")
 
 
 @attrs.frozen(kw_only=True)
-class Violation:
+class CrashViolation:
     invariant: str
     scenario: str
     target: str
@@ -1082,7 +1082,7 @@ def run_state(
     recovery_crash_at: int | None = None,
     check: Callable[[World, dict[str, bytes]], list[tuple[str, str]]] | None = None,
     owner: Callable[[], OwnerSource] | None = None,
-) -> tuple[list[Violation], list[Violation], World]:
+) -> tuple[list[CrashViolation], list[CrashViolation], World]:
     """Build, run with one armed crash, reboot, recover and check: (violations, progress, world).
 
     ``recovery_crash_at=k`` crashes the recovery itself before its k-th I/O
@@ -1126,7 +1126,7 @@ def _recover_and_check(
     mode: str = "drop",
     granularity: int | None = None,
     recovery_crash_at: int | None = None,
-) -> tuple[list[Violation], list[Violation]]:
+) -> tuple[list[CrashViolation], list[CrashViolation]]:
     found: list[tuple[str, str]] = []
     progress: list[tuple[str, str]] = []
     disk = world.disk
@@ -1309,9 +1309,9 @@ def _externalize_once(world: World, found: list[tuple[str, str]]) -> str | None:
 
 def _finish(
     found: Iterable[tuple[str, str]], progress: Iterable[tuple[str, str]]
-) -> tuple[list[Violation], list[Violation]]:
-    def build(invariant: str, detail: str) -> Violation:
-        return Violation(
+) -> tuple[list[CrashViolation], list[CrashViolation]]:
+    def build(invariant: str, detail: str) -> CrashViolation:
+        return CrashViolation(
             invariant=invariant, scenario="", target="", mode="", detail=detail, seed=""
         )
 
@@ -1337,8 +1337,8 @@ class ExplorationResult:
     """What an exploration found; ``violations`` keeps at most ``max_violations`` examples."""
 
     states: int = 0
-    violations: list[Violation] = attrs.field(factory=list)
-    progress: list[Violation] = attrs.field(factory=list)
+    violations: list[CrashViolation] = attrs.field(factory=list)
+    progress: list[CrashViolation] = attrs.field(factory=list)
     violation_counts: Counter[str] = attrs.field(factory=Counter)
     progress_counts: Counter[str] = attrs.field(factory=Counter)
     ignored_counts: Counter[str] = attrs.field(factory=Counter)
@@ -1535,14 +1535,14 @@ class CrashExplorer:
     def _record(
         self,
         result: ExplorationResult,
-        violations: list[Violation],
-        findings: list[Violation],
+        violations: list[CrashViolation],
+        findings: list[CrashViolation],
         scenario: Scenario,
         target: Target,
         mode: str,
         seed: str,
     ) -> None:
-        def place(v: Violation) -> Violation:
+        def place(v: CrashViolation) -> CrashViolation:
             return attrs.evolve(v, scenario=scenario.name, target=str(target), mode=mode, seed=seed)
 
         for v in violations:
@@ -1559,10 +1559,10 @@ class CrashExplorer:
 
 
 def replay(
-    violation: Violation,
+    violation: CrashViolation,
     scenarios: Sequence[Scenario] = STANDARD_SCENARIOS,
     owner: Callable[[], OwnerSource] | None = None,
-) -> tuple[list[Violation], list[Violation], World]:
+) -> tuple[list[CrashViolation], list[CrashViolation], World]:
     """Re-run the crash state of ``violation``: (violations, progress, world) like run_state."""
     scenario = next(s for s in scenarios if s.name == violation.scenario)
     shown, _, crash_at = violation.mode.partition("+recovery-crash@io#")

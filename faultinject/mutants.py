@@ -117,7 +117,7 @@ from toolswap.owner import (
 )
 
 from .disk import CRASH_MODES
-from .explorer import CrashExplorer, ExplorationResult, Violation, World, scenario_named
+from .explorer import CrashExplorer, CrashViolation, ExplorationResult, World, scenario_named
 
 __all__ = [
     "MUTANTS",
@@ -881,7 +881,7 @@ class MutantResult:
     crash_states: int
     violations_by_invariant: dict[str, int]
     violations_by_scenario: dict[str, int]
-    first: Violation | None
+    first: CrashViolation | None
     seconds: float
 
     @property
@@ -940,8 +940,8 @@ def _explore_one(
 ) -> MutantResult:
     by_scenario: dict[str, int] = {}
     found = ExplorationResult()
-    first_expected: Violation | None = None
-    first_any: Violation | None = None
+    first_expected: CrashViolation | None = None
+    first_any: CrashViolation | None = None
     with mutant.active():
         for name in mutant.scenarios:
             one = CrashExplorer(

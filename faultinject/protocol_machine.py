@@ -11,7 +11,7 @@ Theory of operation
 -------------------
 Each rule does one operation twice:
 
-1. on a *clone* of the :class:`Model` -- the expected outcome is taken from the
+1. on a *clone* of the :class:`Expected` -- the expected outcome is taken from the
    spec's tables and functions (``spec.lease.step``, ``spec.owner.apply`` /
    ``seal`` / ``observe``, ``spec.reconcile.decide`` / ``after_seal``,
    ``spec.cleanup.plan`` / ``revalidate``), never from rules written again here;
@@ -150,7 +150,7 @@ __all__ = [
     "Crashed",
     "LeaseAction",
     "LeaseState",
-    "Model",
+    "Expected",
     "OwnerRecord",
     "OwnerState",
     "ProtocolMachine",
@@ -301,8 +301,8 @@ class RecordingFS:
 
 
 @attrs.define
-class Model:
-    """What the spec says the world is: leases, owner records, files."""
+class Expected:
+    """What the spec says the world is: leases, owner records, files (the machine's ``model``)."""
 
     lease: dict[str, LeaseState] = attrs.Factory(dict)
     intent: dict[str, ArtifactRetentionClaim] = attrs.Factory(dict)
@@ -319,8 +319,10 @@ class Model:
     # txn -> identities its CONFLICT records name (reconcile saw the owner show them)
     conflicts: dict[str, tuple[tuple[str, str], ...]] = attrs.Factory(dict)
 
-    def clone(self) -> Model:
-        return Model(**{f.name: copy.copy(getattr(self, f.name)) for f in attrs.fields(Model)})
+    def clone(self) -> Expected:
+        return Expected(
+            **{f.name: copy.copy(getattr(self, f.name)) for f in attrs.fields(Expected)}
+        )
 
     def phase(self, txn: str) -> LeaseState:
         return self.lease.get(txn, LeaseState.NEW)
@@ -431,13 +433,13 @@ class ProtocolMachine(RuleBasedStateMachine):
         self.outside = self.make_outside()
         self.fs = RecordingFS(self.base_fs)
         self.now = self.start_time()
-        self.model = Model()
+        self.model = Expected()
         self.source = self.make_owner_source()
         self.owner = WatchedOwner(self.source, prepared_durable=self._prepared_durable)
         self._view: tuple[int, ProtocolView] | None = None
         self._generations: dict[str, dict[int, object]] = {}  # txn -> model gen -> owner gen
         self.plan: Any = None
-        self.plan_facts: dict[str, spec_cleanup.FileFacts | None] = {}
+        self.plan_facts: dict[str, spec_cleanup.EntryFacts | None] = {}
         self.journal_prefix = b""
         self.session_id = os.path.basename(self.root)
         self.journal_path = posixpath.join(self.root, "retention-leases.jsonl")
@@ -558,7 +560,7 @@ class ProtocolMachine(RuleBasedStateMachine):
     # -- expectations shared by prepare and publish ------------------------------------
 
     def expected_prepare_error(
-        self, m: Model, txn: str, claim: ArtifactRetentionClaim
+        self, m: Expected, txn: str, claim: ArtifactRetentionClaim
     ) -> type[BaseException] | None:
         try:
             spec_lease.step(m.phase(txn), LeaseAction.PREPARE)
@@ -614,7 +616,7 @@ class ProtocolMachine(RuleBasedStateMachine):
         self.model = m
         return touch
 
-    def adopt_name(self, m: Model, name: str, content: bytes) -> None:
+    def adopt_name(self, m: Expected, name: str, content: bytes) -> None:
         if name in m.first and m.first[name] != content:
             if not self.TOLERATE_NAME_REUSE:
                 raise AssertionError(f"S6: artifact name {name} was reused for other bytes")
@@ -763,7 +765,7 @@ class ProtocolMachine(RuleBasedStateMachine):
         return touch
 
     def expected_reconcile(
-        self, m: Model, txn: str, answered: bool, seal_lost: bool, seal_stale: bool = False
+        self, m: Expected, txn: str, answered: bool, seal_lost: bool, seal_stale: bool = False
     ) -> Any:
         """The spec's status for one reconciliation, updating ``m`` (owner seal, lease)."""
         state = m.phase(txn)
@@ -853,7 +855,7 @@ class ProtocolMachine(RuleBasedStateMachine):
 
     # -- cleanup -------------------------------------------------------------------------
 
-    def spec_facts(self, m: Model, name: str) -> spec_cleanup.FileFacts | None:
+    def spec_facts(self, m: Expected, name: str) -> spec_cleanup.EntryFacts | None:
         if name in m.foreign:
             facts = self.base_fs.lstat(posixpath.join(self.results_dir, name))
             kind = {
@@ -861,7 +863,7 @@ class ProtocolMachine(RuleBasedStateMachine):
                 "directory": spec_cleanup.EntryKind.DIRECTORY,
                 "regular": spec_cleanup.EntryKind.REGULAR,
             }[m.foreign[name]]
-            return spec_cleanup.FileFacts(
+            return spec_cleanup.EntryFacts(
                 kind=kind,
                 owned_name=is_artifact_filename(name),
                 digest=int(sha(self.raw_bytes(posixpath.join(self.results_dir, name)) or b""), 16)
@@ -875,7 +877,7 @@ class ProtocolMachine(RuleBasedStateMachine):
         if name not in m.files:
             return None
         facts = self.base_fs.lstat(posixpath.join(self.results_dir, name))
-        return spec_cleanup.FileFacts(
+        return spec_cleanup.EntryFacts(
             kind=spec_cleanup.EntryKind.REGULAR,
             owned_name=True,
             digest=int(sha(m.files[name]), 16),
@@ -885,7 +887,7 @@ class ProtocolMachine(RuleBasedStateMachine):
             inode=facts.inode,
         )
 
-    def active_spec_claims(self, m: Model, name: str) -> list[spec_cleanup.Claim]:
+    def active_spec_claims(self, m: Expected, name: str) -> list[spec_cleanup.Claim]:
         # Only claims that protect now: rule 1 of the spec counts any claim (see the report).
         return [k for k in m.spec_claims(name) if spec_cleanup.claim_is_active(k, self.now)]
 
@@ -1001,7 +1003,7 @@ class ProtocolMachine(RuleBasedStateMachine):
     def reconcile_pending(self, answer: str) -> None:
         self.op_reconcile_pending(answer)
 
-    def land_late_write(self, m: Model, txn: str, claim: ArtifactRetentionClaim) -> None:
+    def land_late_write(self, m: Expected, txn: str, claim: ArtifactRetentionClaim) -> None:
         """One in-flight write reaches the owner now: spec first, then the real owner.
 
         The spec's table answers REFUSED for a tombstone and NOOP for a row that

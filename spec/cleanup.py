@@ -71,7 +71,7 @@ __all__ = [
     "EntryKind",
     "PlanStatus",
     "ApplyStatus",
-    "FileFacts",
+    "EntryFacts",
     "Claim",
     "Policy",
     "PLAN_RULES",
@@ -120,7 +120,7 @@ class ApplyStatus(IdentityEnum):
 
 
 @attrs.frozen
-class FileFacts:
+class EntryFacts:
     """What a scan knows of one entry; the snapshot is (size, mtime, device, inode)."""
 
     kind: EntryKind = EntryKind.REGULAR
@@ -175,7 +175,7 @@ def claim_is_active(claim: Claim, now: int) -> bool:
 
 
 class _Case(NamedTuple):  # a tuple, not attrs: classify runs for every entry of every plan
-    facts: FileFacts | None
+    facts: EntryFacts | None
     active: tuple[Claim, ...]
     policy: Policy
     now: int
@@ -242,7 +242,7 @@ PLAN_RULES: tuple[tuple[str, Callable[[_Case], bool], PlanStatus], ...] = (
 
 
 def classify(
-    facts: FileFacts | None,
+    facts: EntryFacts | None,
     claims: Sequence[Claim],
     policy: Policy,
     now: int,
@@ -260,7 +260,7 @@ def classify(
 
 
 def plan_rule(
-    facts: FileFacts | None,
+    facts: EntryFacts | None,
     claims: Sequence[Claim],
     policy: Policy,
     now: int,
@@ -279,7 +279,7 @@ def plan_rule(
 
 
 def plan(
-    entries: Sequence[tuple[str, FileFacts | None, Sequence[Claim]]],
+    entries: Sequence[tuple[str, EntryFacts | None, Sequence[Claim]]],
     policy: Policy,
     now: int,
 ) -> tuple[tuple[str, PlanStatus], ...]:
@@ -303,8 +303,8 @@ def plan(
 
 
 class _Recheck(NamedTuple):
-    planned: FileFacts
-    current: FileFacts | None
+    planned: EntryFacts
+    current: EntryFacts | None
     active: tuple[Claim, ...]
     now: int
     policy: Policy | None
@@ -359,8 +359,8 @@ APPLY_RULES: tuple[tuple[str, Callable[[_Recheck], bool], ApplyStatus], ...] = (
 
 
 def revalidate(
-    planned: FileFacts,
-    current: FileFacts | None,
+    planned: EntryFacts,
+    current: EntryFacts | None,
     current_claims: Sequence[Claim],
     now: int,
     policy: Policy | None = None,
@@ -376,8 +376,8 @@ def revalidate(
 
 
 def apply_rule(
-    planned: FileFacts,
-    current: FileFacts | None,
+    planned: EntryFacts,
+    current: EntryFacts | None,
     current_claims: Sequence[Claim],
     now: int,
     policy: Policy | None = None,
@@ -406,7 +406,7 @@ def _none_active(claims: Sequence[Claim], now: int) -> bool:
     return not any(claim_is_active(k, now) for k in claims)
 
 
-def _ours(facts: FileFacts | None) -> bool:
+def _ours(facts: EntryFacts | None) -> bool:
     return (
         facts is not None
         and facts.kind is EntryKind.REGULAR
@@ -416,7 +416,7 @@ def _ours(facts: FileFacts | None) -> bool:
     )
 
 
-def _aged(facts: FileFacts | None, policy: Policy, now: int) -> bool:
+def _aged(facts: EntryFacts | None, policy: Policy, now: int) -> bool:
     return facts is not None and now - facts.mtime >= policy.orphan_ttl_seconds
 
 

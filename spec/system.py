@@ -333,7 +333,7 @@ class TargetKind(IdentityEnum):
 class PlanTarget:
     kind: TargetKind
     index: int
-    facts: cleanup.FileFacts | None = None
+    facts: cleanup.EntryFacts | None = None
 
 
 class SystemState(NamedTuple):
@@ -696,11 +696,11 @@ class Model:
         return tuple(claims)
 
     @staticmethod
-    def facts_of(slot: FileSlot) -> cleanup.FileFacts | None:
+    def facts_of(slot: FileSlot) -> cleanup.EntryFacts | None:
         if not slot.exists:
             return None
         mtime = NOW - TTL if slot.old else NOW
-        return cleanup.FileFacts(digest=slot.digest, size=slot.content, mtime=mtime)
+        return cleanup.EntryFacts(digest=slot.digest, size=slot.content, mtime=mtime)
 
     def _journal_step(self, txn: JournalTxn, action: LeaseAction) -> JournalTxn:
         """The journal's own rule: fold, then append only a state-changing record."""
@@ -1198,7 +1198,7 @@ class Model:
                     planned += 1
                     targets.append(PlanTarget(TargetKind.ARTIFACT, a, facts))
             if self.bounds.foreign_entry:
-                link = cleanup.FileFacts(kind=cleanup.EntryKind.SYMLINK)
+                link = cleanup.EntryFacts(kind=cleanup.EntryKind.SYMLINK)
                 if Mistake.GC_FOLLOWS_UNKNOWN_ENTRIES in m:
                     touched = True  # hashing the entry reads the file outside
                     targets.append(PlanTarget(TargetKind.FOREIGN_ENTRY, 0))

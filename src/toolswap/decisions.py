@@ -250,11 +250,11 @@ def spec_facts(
     kinds = _cleanup.EntryKind
     owned_name = is_artifact_filename(name) if owned is None else owned
     if facts is None:  # lstat failed: not a file the scan can type, never followed
-        return _cleanup.FileFacts(
+        return _cleanup.EntryFacts(
             kind=kinds.OTHER, owned_name=owned_name, trusted=False, readable=False
         )
     kind = _KIND_OF_TYPE.get(stat.S_IFMT(facts.mode), kinds.OTHER)
-    return _cleanup.FileFacts(
+    return _cleanup.EntryFacts(
         kind=kind,
         owned_name=owned_name,
         linked=facts.nlink > 1,
@@ -305,7 +305,7 @@ def planned_facts(
     A plan is only a list of candidates: values no scan could have produced
     (a forged plan) become facts no file has, so the file is kept (a race).
     """
-    return _cleanup.FileFacts(
+    return _cleanup.EntryFacts(
         owned_name=is_artifact_filename(name),  # apply's plan check: always True here
         digest=digest_of(sha256),
         size=size,

@@ -369,7 +369,7 @@ def _foreign(paths: SessionPaths) -> list[ArtifactRetentionClaim]:
 
 
 OTHER_SHA = hashlib.sha256(b"other").hexdigest()
-_F = spec_cleanup.FileFacts
+_F = spec_cleanup.EntryFacts
 _old = int(OLD)
 SCENARIOS: dict[spec_cleanup.PlanStatus | str, _Scenario] = {
     "no file, a claim names it": _Scenario(

@@ -5,11 +5,11 @@ from __future__ import annotations
 import attrs
 import pytest
 from toolswap.spec import cleanup
-from toolswap.spec.cleanup import ApplyStatus, Claim, EntryKind, FileFacts, PlanStatus, Policy
+from toolswap.spec.cleanup import ApplyStatus, Claim, EntryFacts, EntryKind, PlanStatus, Policy
 
 NOW = 1000
 POLICY = Policy(orphan_ttl_seconds=100, max_deletions=2)
-OLD = FileFacts(digest=7, size=3, mtime=NOW - 100, device=1, inode=2)
+OLD = EntryFacts(digest=7, size=3, mtime=NOW - 100, device=1, inode=2)
 YOUNG = attrs.evolve(OLD, mtime=NOW - 99)
 
 # (facts, claims, planned so far) -> status, one row per status of docs/design.md section 7.
@@ -48,7 +48,7 @@ PLAN_CASES = [
     ids=[c[0] for c in PLAN_CASES],
 )
 def test_plan_classifies_each_case(
-    facts: FileFacts | None, claims: list[Claim], planned: int, status: PlanStatus
+    facts: EntryFacts | None, claims: list[Claim], planned: int, status: PlanStatus
 ) -> None:
     assert cleanup.classify(facts, claims, POLICY, NOW, planned) is status
 

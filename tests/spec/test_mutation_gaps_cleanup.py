@@ -12,10 +12,10 @@ from __future__ import annotations
 import attrs
 import pytest
 from toolswap.spec import cleanup
-from toolswap.spec.cleanup import Claim, EntryKind, FileFacts
+from toolswap.spec.cleanup import Claim, EntryFacts, EntryKind
 
 NOW = 1000
-OURS = FileFacts(digest=7, mtime=NOW - 200)
+OURS = EntryFacts(digest=7, mtime=NOW - 200)
 
 
 def test_none_active_is_false_as_soon_as_one_claim_is_active() -> None:
@@ -37,7 +37,7 @@ def test_none_active_is_false_as_soon_as_one_claim_is_active() -> None:
     ],
     ids=["regular", "gone", "symlink", "directory", "foreign name", "untrusted"],
 )
-def test_ours_is_a_trusted_regular_file_with_our_name(facts: FileFacts | None, ours: bool) -> None:
+def test_ours_is_a_trusted_regular_file_with_our_name(facts: EntryFacts | None, ours: bool) -> None:
     assert cleanup._ours(facts) is ours
 
 

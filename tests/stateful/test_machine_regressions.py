@@ -135,7 +135,7 @@ def test_plan_status_of_an_odd_named_regular_file_matches_the_spec(tmp_path: Any
     )
     got = {e.name: e.status for e in plan.entries}["notes.txt"]
     expected = spec_cleanup.classify(
-        spec_cleanup.FileFacts(kind=spec_cleanup.EntryKind.REGULAR, owned_name=False),
+        spec_cleanup.EntryFacts(kind=spec_cleanup.EntryKind.REGULAR, owned_name=False),
         (),
         spec_cleanup.Policy(orphan_ttl_seconds=0),
         int(now),
