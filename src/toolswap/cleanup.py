@@ -75,6 +75,7 @@ from toolswap.spec.cleanup import PlanStatus as _PlanStatus
 
 from .decisions import (
     apply_status,
+    claim_active,
     digest_of,
     plan_status,
     planned_facts,
@@ -450,8 +451,8 @@ def _index_claims(
                 f"claim {claim.source_id} names session {parsed.session_id!r}, not "
                 f"{paths.session_id!r}: refusing to clean with it (is this the right session?)"
             )
-        if claim.retain_until is not None and claim.retain_until <= now:
-            continue  # an expired raw claim no longer protects
+        if not claim_active(claim, now):
+            continue  # an expired claim no longer protects
         digests = by_name.setdefault(parsed.filename, {})
         digests[claim.content_sha256] = digests.get(claim.content_sha256, 0) + claim.reference_count
     return _ClaimIndex(by_name=by_name)

@@ -49,10 +49,13 @@ __all__ = [
     "Reconcile",
     "observation_kind",
     "reconcile_decision",
+    "unobserved_decision",
     "seal_decision",
     "spec_facts",
     "digest_of",
     "spec_claims",
+    "lease_protects",
+    "claim_active",
     "spec_policy",
     "plan_status",
     "planned_facts",
@@ -210,6 +213,28 @@ def reconcile_decision(phase: Phase, kind: Any) -> Reconcile:
     return Reconcile(_reconcile.decide(LEASE_STATE_OF[phase], kind))
 
 
+def unobserved_decision(phase: Phase) -> Reconcile | None:
+    """The decision for a lease in ``phase`` when no observation can change it, else None.
+
+    When every row of the reconciliation table for the lease's state gives the same
+    decision, and that decision neither seals nor appends, the owner need not be
+    asked (a terminal lease: ``already_*``).  Worked out from the table as it is now.
+    """
+    table = _reconcile.RECONCILE_TABLE
+    known = _UNOBSERVED.get(phase)
+    if known is None or known[0] is not table:
+        state = LEASE_STATE_OF[phase]
+        rows = {d for (s, _), d in table.items() if s is state}
+        only = rows.pop() if len(rows) == 1 else None
+        silent = only is not None and not only.seal_first and only.journal_action is None
+        known = (table, Reconcile(only) if silent else None)
+        _UNOBSERVED[phase] = known
+    return known[1]
+
+
+_UNOBSERVED: dict[Phase, tuple[Any, Reconcile | None]] = {}
+
+
 def seal_decision(answer: object) -> Reconcile:
     """The seal table's row for what ``seal_absence()`` returned.
 
@@ -290,6 +315,27 @@ def spec_claims(digests: Mapping[str, int] | None) -> tuple[Any, ...]:
         _cleanup.Claim(digest=int(sha256, 16), reference_count=count)
         for sha256, count in digests.items()
     )
+
+
+def lease_protects(phase: Phase) -> bool:
+    """Whether a lease in ``phase`` is a claim on its artifact: the spec's ``lease.protects``."""
+    return bool(_lease.protects(_state(phase)))
+
+
+def claim_active(claim: Any, now: float, *, pending: bool = False) -> bool:
+    """Whether ``claim`` (an ``ArtifactRetentionClaim``) still protects at ``now``.
+
+    The spec's ``cleanup.claim_is_active``: a pending claim (a PREPARED lease's)
+    never expires; any other holds before its ``retain_until``.  The digest
+    plays no part in it.
+    """
+    seen = _cleanup.Claim(
+        digest=0,
+        pending=pending,
+        reference_count=claim.reference_count,
+        retain_until=claim.retain_until,
+    )
+    return bool(_cleanup.claim_is_active(seen, now))
 
 
 def spec_policy(orphan_ttl_seconds: float, max_deletions: int) -> Any:

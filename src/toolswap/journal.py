@@ -78,11 +78,15 @@ from typing import Any, TypeVar
 import attrs
 
 from .decisions import (
+    Reconcile,
+    claim_active,
+    lease_protects,
     lease_step,
     observation_kind,
     reconcile_decision,
     record_follows,
     seal_decision,
+    unobserved_decision,
 )
 from .domain import ArtifactRetentionClaim, parse_source_id
 from .errors import (
@@ -163,11 +167,10 @@ class TornTail:
 
 
 def _is_active(phase: Phase, claim: ArtifactRetentionClaim, now: float | None) -> bool:
-    if phase is Phase.PREPARED:
-        return True
-    if phase is not Phase.COMMITTED:
+    """The lease protects (the spec's ``lease.protects``) and, at ``now``, its claim holds."""
+    if not lease_protects(phase):
         return False
-    return now is None or claim.retain_until is None or now < claim.retain_until
+    return now is None or claim_active(claim, now, pending=phase is Phase.PREPARED)
 
 
 def aggregate_claims(
@@ -664,9 +667,9 @@ class ArtifactRetentionJournal:
         """
         txn = validate_transaction_id(transaction_id)
         self._refuse_owner_call_under_lock("reconcile_reference")
-        phase = self._phase_of(txn)
-        if phase is not Phase.PREPARED:
-            return self._already(txn, phase, None)
+        known = unobserved_decision(self._phase_of(txn))
+        if known is not None:  # no answer of the owner can change it: it is not asked
+            return self._already(txn, known, None)
         with contextlib.ExitStack() as stack:
             try:
                 observation = stack.enter_context(owner.inspect_fenced(txn))
@@ -698,10 +701,10 @@ class ArtifactRetentionJournal:
     # -- reconciliation -------------------------------------------------------
 
     @staticmethod
-    def _already(txn: str, phase: Phase, generation: object) -> ReconciliationReport:
+    def _already(txn: str, known: Reconcile, generation: object) -> ReconciliationReport:
         return ReconciliationReport(
             transaction_id=txn,
-            status=reconcile_decision(phase, observation_kind(None, False, None)).status,
+            status=known.status,
             reason="the journal already holds a terminal event",
             generation=generation if isinstance(generation, int | str) else None,
         )
@@ -718,8 +721,9 @@ class ArtifactRetentionJournal:
             )
 
         phase = self._phase_of(txn)  # inside the fence: a concurrent reconciler may have won
-        if phase is not Phase.PREPARED:  # terminal: the table says already_*, whatever is seen
-            return self._already(txn, phase, generation)
+        known = unobserved_decision(phase)
+        if known is not None:  # terminal: the table says already_*, whatever is seen
+            return self._already(txn, known, generation)
         kind, reason = self._observation_kind(txn, observation)
         decision = reconcile_decision(phase, kind)
         if decision.seal_first:
@@ -803,8 +807,11 @@ class ArtifactRetentionJournal:
             _, appended = self._transition(txn, target, now)
         except IllegalTransitionError:
             appended = False
-        if not appended:
-            return self._already(txn, self._phase_of(txn), generation)
+        if not appended:  # another reconciler appended first: what the table says of its state
+            phase = self._phase_of(txn)
+            unseen = observation_kind(None, False, None)
+            known = unobserved_decision(phase) or reconcile_decision(phase, unseen)
+            return self._already(txn, known, generation)
         return ReconciliationReport(
             transaction_id=txn,
             status=status,

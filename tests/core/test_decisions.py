@@ -274,21 +274,35 @@ def test_every_seal_table_row_but_already_sealed_is_reached_through_the_seal() -
 
 
 @pytest.mark.parametrize(
-    "key",
-    [k for k in spec_reconcile.RECONCILE_TABLE if k[0] is L.PREPARED],
-    ids=lambda k: k[1].name,
+    "key", list(spec_reconcile.RECONCILE_TABLE), ids=lambda k: f"{k[0].name}-{k[1].name}"
 )
 def test_reconciliation_follows_a_replaced_row(
     tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch, key: tuple[Any, Any]
 ) -> None:
-    journal, claim = _journal_in(tmp_path, L.PREPARED)
+    journal, claim = _journal_in(tmp_path, key[0])
     rows = dict(spec_reconcile.RECONCILE_TABLE)
-    # the mutant: this row now keeps the lease pending as 'stale'
+    # the mutant: this row now keeps the lease as it is, reporting 'stale'; for a
+    # terminal lease the rows now differ, so the owner must be asked at all
     rows[key] = spec_reconcile.Decision(False, None, spec_reconcile.ReconcileStatus.PENDING_STALE)
     monkeypatch.setattr(spec_reconcile, "RECONCILE_TABLE", MappingProxyType(rows))
     report = journal.reconcile_reference("t1", _ScriptedOwner(claim, key[1], lambda: True))
     assert report.status is ReconcileStatus.PENDING_STALE
-    assert journal.recover().states["t1"] is Phase.PREPARED
+    assert journal.recover().states["t1"].value == key[0].value
+
+
+@pytest.mark.parametrize("state", [L.COMMITTED, L.ABORTED, L.RELEASED], ids=lambda s: s.name)
+def test_a_lease_the_table_settles_whatever_is_seen_is_not_asked_about(
+    tmp_path: pathlib.Path, state: Any
+) -> None:
+    journal, claim = _journal_in(tmp_path, state)
+
+    class Unreachable:
+        def inspect_fenced(self, txn: str) -> object:
+            raise AssertionError("the owner was asked about a settled lease")
+
+    report = journal.reconcile_reference("t1", Unreachable())  # type: ignore[arg-type]
+    assert decisions.unobserved_decision(decisions.PHASE_OF[state]) is not None
+    assert report.status.value == f"already_{state.value.lower()}"
 
 
 # -- the cleanup plan: every row of PLAN_RULES ----------------------------------------
@@ -541,3 +555,60 @@ def test_apply_follows_a_replaced_rule(
     statuses = (spec_cleanup.ApplyStatus.RACE_DETECTED, spec_cleanup.ApplyStatus.RETAINED_UNKNOWN)
     swapped = _replace_row(monkeypatch, "APPLY_RULES", rule, statuses)
     assert _apply_status(tmp_path, APPLY_SCENARIOS[rule]) == swapped.value
+
+
+# -- claim activity: spec.cleanup.claim_is_active ----------------------------------------------
+
+
+def _expired_claim(paths: SessionPaths) -> ArtifactRetentionClaim:
+    _write(paths)
+    return attrs.evolve(_claim(paths), retain_until=NOW - DAY)
+
+
+@pytest.mark.parametrize("active", [False, True])
+def test_cleanup_keeps_a_file_exactly_when_the_spec_calls_its_claim_active(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch, active: bool
+) -> None:
+    paths = SessionPaths.at(str(tmp_path / "s"))
+    os.makedirs(paths.tool_results)
+    expired = _expired_claim(paths)
+    if active:  # the spec says every claim holds: the expired one must protect
+        monkeypatch.setattr(spec_cleanup, "claim_is_active", lambda claim, now: True)
+    plan = plan_cleanup(paths, [expired], policy=ArtifactCleanupPolicy(), now=NOW)
+    wanted = "retained_referenced" if active else "planned_delete"
+    assert plan.entry("tool_result_001.txt").status == wanted
+
+
+@pytest.mark.parametrize("active", [False, True])
+def test_the_journal_counts_a_committed_lease_exactly_when_the_spec_calls_it_active(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch, active: bool
+) -> None:
+    paths = SessionPaths.at(str(tmp_path / "s"))
+    os.makedirs(paths.tool_results)
+    claim = _expired_claim(paths)
+    journal = ArtifactRetentionJournal(paths.root)
+    journal.prepare(claim, "t1", now=OLD)
+    journal.commit("t1", now=OLD)
+    if active:
+        monkeypatch.setattr(spec_cleanup, "claim_is_active", lambda claim, now: True)
+    rec = journal.recover(now=NOW)
+    assert bool(rec.protecting_claims(NOW)) is active
+    assert bool(rec.claims_by_source(NOW)) is active
+
+
+def test_a_prepared_lease_is_a_pending_claim_whatever_its_expiry(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    paths = SessionPaths.at(str(tmp_path / "s"))
+    os.makedirs(paths.tool_results)
+    journal = ArtifactRetentionJournal(paths.root)
+    journal.prepare(_expired_claim(paths), "t1", now=OLD)
+    asked: list[bool] = []
+
+    def claim_is_active(claim: Any, now: float) -> bool:
+        asked.append(claim.pending)
+        return bool(claim.pending)
+
+    monkeypatch.setattr(spec_cleanup, "claim_is_active", claim_is_active)
+    assert journal.recover(now=NOW).claims_by_source(NOW)
+    assert asked == [True]
