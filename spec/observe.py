@@ -58,6 +58,15 @@ class SpecObserver:
         """The parts of ``s`` that :meth:`__call__` reads: equal keys, equal observations."""
         return (s.files, s.journal, s.owner, s.publishers, s.rejected, s.outside_touched)
 
+    @staticmethod
+    def goal_key(s: SystemState) -> tuple[object, ...]:
+        """The parts of ``s`` that the facts L1's goal reads come from.
+
+        Records, requests in flight, a conflict awaiting the operator, and which
+        artifacts exist and are claimed: the journal, the owner and the files.
+        """
+        return (s.files, s.journal, s.owner)
+
     def __call__(self, s: SystemState, *, claims: bool = False) -> Observable:
         """The observable state of ``s``; ``claims``: also work out which artifacts are claimed.
 
