@@ -95,6 +95,7 @@ from typing import Any
 import attrs
 from toolswap.spec import catalogue as spec_catalogue
 from toolswap.spec import cleanup as spec_cleanup
+from toolswap.spec.lease import LeaseState
 
 from toolswap import cleanup, domain
 from toolswap.decisions import unobserved_decision
@@ -108,7 +109,7 @@ from toolswap.journal import (
     Transaction,
     TransactionExistsError,
 )
-from toolswap.journal_format import Phase, parse_line, validate_transaction_id
+from toolswap.journal_format import parse_line, validate_transaction_id
 from toolswap.owner import (
     ArtifactPublicationRejected,
     ObservedState,
@@ -219,9 +220,9 @@ def _publish_before_fsync() -> contextlib.AbstractContextManager[None]:
     original = vars(ArtifactRetentionJournal)["_append"]
 
     def _append(
-        self: ArtifactRetentionJournal, txn: str, phase: Phase, claim: Any, now: float | None
+        self: ArtifactRetentionJournal, txn: str, phase: LeaseState, claim: Any, now: float | None
     ) -> None:
-        if phase is not Phase.PREPARED:
+        if phase is not LeaseState.PREPARED:
             original(self, txn, phase, claim, now)
             return
         real = self._fs
@@ -247,9 +248,9 @@ def _release_before_remove() -> contextlib.AbstractContextManager[None]:
     ) -> Any:
         txn = validate_transaction_id(transaction_id)
         phase = self._phase_of(txn)
-        if phase is Phase.RELEASED:
+        if phase is LeaseState.RELEASED:
             return None
-        if phase is not Phase.COMMITTED:
+        if phase is not LeaseState.COMMITTED:
             raise IllegalTransitionError(f"transaction {txn!r} is {phase.value}")
         self.release(txn, now=now)  # the mistake: the journal first
         self._fs.crash_point("mutant.after_release")
@@ -340,7 +341,7 @@ def _trust_memory_path(
         fs: FileSystem = options.get("fs", REAL_FS)
         recovery = journal.recover(now=options.get("now"))
         for txn, phase in recovery.states.items():
-            record = memory(txn) if phase is Phase.RELEASED else None
+            record = memory(txn) if phase is LeaseState.RELEASED else None
             if record is None:
                 continue
             try:  # the mistake: the path comes from Memory, not from the session
@@ -490,7 +491,7 @@ def _prepared_lease_expires() -> contextlib.AbstractContextManager[None]:
         expiring = [
             recovery.transactions[t]
             for t, phase in recovery.states.items()
-            if phase is Phase.PREPARED
+            if phase is LeaseState.PREPARED
         ]
         pending = {c.source_id for c in expiring}
         return [c for c in original(recovery, now) if c.source_id not in pending] + expiring

@@ -60,6 +60,7 @@ path outside (S7).  Time enters as an argument (``now``), never as a clock.
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
@@ -94,8 +95,8 @@ class EntryKind(IdentityEnum):
     OTHER = "other"
 
 
-class PlanStatus(IdentityEnum):
-    """Plan statuses (docs/design.md section 7)."""
+class PlanStatus(enum.StrEnum):
+    """Plan statuses (docs/design.md section 7): the names plans and JSON carry."""
 
     RETAINED_REFERENCED = "retained_referenced"
     RETAINED_RECENT = "retained_recent"
@@ -107,8 +108,8 @@ class PlanStatus(IdentityEnum):
     PLANNED_DELETE = "planned_delete"
 
 
-class ApplyStatus(IdentityEnum):
-    """Apply outcomes for a ``planned_delete`` entry."""
+class ApplyStatus(enum.StrEnum):
+    """Apply outcomes for a ``planned_delete`` entry: the names reports and JSON carry."""
 
     DELETED = "deleted"
     RACE_DETECTED = "race_detected"

@@ -6,6 +6,12 @@ set look-up keyed by a member (a transition table, a visited state, a
 singleton compared by identity, so hashing its identity is consistent with
 ``==`` and runs in C.  Iteration order of sets of members was never stable
 across processes (string hashes are salted), so nothing may rely on it.
+
+The vocabularies users see (``LeaseState``, ``LeaseNote``, ``ObservedState``,
+``ReconcileStatus``, ``PlanStatus``, ``ApplyStatus``) are ``enum.StrEnum``
+instead: the implementation, JSON and reports use them as they are, and a str
+subclass hashes with ``str.__hash__``, also in C and cached on the object.
+Only enums internal to the model stay here.
 """
 
 from __future__ import annotations

@@ -16,6 +16,11 @@ Rules
    never replayed.
 6. Every other (state, action) pair is illegal: the key is missing from
    :data:`LEASE_TRANSITIONS` and :func:`step` raises :class:`IllegalTransition`.
+7. A journal record names the state it moves its lease to, or is a
+   :class:`LeaseNote`: ``CONFLICT`` (reconciliation saw the owner show another
+   identity) changes no state and may only be written while the lease is
+   ``PREPARED``.  ``NEW`` is never written: :data:`RECORD_PHASES` is what a
+   record's phase may be.
 
 Theory of operation
 ===================
@@ -34,14 +39,19 @@ picture cannot drift from the code.
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
+from typing import TypeAlias
 
 from .errors import IllegalTransition
 from .identity_enum import IdentityEnum
 
 __all__ = [
     "LeaseState",
+    "LeaseNote",
+    "RecordPhase",
+    "RECORD_PHASES",
     "LeaseAction",
     "LEASE_TRANSITIONS",
     "RECORD_ACTION",
@@ -54,14 +64,39 @@ __all__ = [
 ]
 
 
-class LeaseState(IdentityEnum):
-    """Where one transaction is, as folded from its journal records."""
+class LeaseState(enum.StrEnum):
+    """Where one transaction is, as folded from its journal records.
 
-    NEW = "new"
+    The one vocabulary of lease states: the spec, the journal, reports and JSON
+    all use these members (a ``StrEnum``, so JSON writes the value and the hash
+    is the string's, computed in C and cached: as fast as identity for the
+    explorer).
+    """
+
+    NEW = "new"  # no record yet; never written to a journal
     PREPARED = "PREPARED"
     COMMITTED = "COMMITTED"
     ABORTED = "ABORTED"
     RELEASED = "RELEASED"
+
+
+class LeaseNote(enum.StrEnum):
+    """A journal record that changes no state (rule 7)."""
+
+    CONFLICT = "CONFLICT"
+
+
+#: What a journal record's phase is: the state it moves to, or a note.
+RecordPhase: TypeAlias = LeaseState | LeaseNote
+
+#: Every phase a journal record may carry (``NEW`` is never written).
+RECORD_PHASES: tuple[RecordPhase, ...] = (
+    LeaseState.PREPARED,
+    LeaseState.COMMITTED,
+    LeaseState.ABORTED,
+    LeaseState.RELEASED,
+    LeaseNote.CONFLICT,
+)
 
 
 class LeaseAction(IdentityEnum):

@@ -35,6 +35,7 @@ happened" (no ABA).
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import NamedTuple
@@ -83,8 +84,12 @@ class OwnerResult(IdentityEnum):
     REFUSED = "refused"  # a tombstone refuses the write; nothing written
 
 
-class ObservedState(IdentityEnum):
-    """What a fenced observation reports."""
+class ObservedState(enum.StrEnum):
+    """What a fenced observation reports (O8); anything else an owner says counts as UNKNOWN.
+
+    The one vocabulary for it: the reference owners, the conformance kit and
+    the journal use these members (a ``StrEnum``: JSON writes the value).
+    """
 
     PUBLISHED = "PUBLISHED"
     ABSENT = "ABSENT"

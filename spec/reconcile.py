@@ -45,6 +45,7 @@ is a second, smaller table.
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Mapping
 from types import MappingProxyType
 
@@ -77,8 +78,8 @@ class ObservationKind(IdentityEnum):
     ABSENT_SEALED = "ABSENT, already sealed"
 
 
-class ReconcileStatus(IdentityEnum):
-    """The status a reconciliation report carries."""
+class ReconcileStatus(enum.StrEnum):
+    """The status a reconciliation report carries: one vocabulary for the spec, reports and JSON."""
 
     COMMITTED = "committed"
     PENDING_CONFLICT = "pending_conflict"
@@ -88,6 +89,11 @@ class ReconcileStatus(IdentityEnum):
     ALREADY_COMMITTED = "already_committed"
     ALREADY_ABORTED = "already_aborted"
     ALREADY_RELEASED = "already_released"
+
+    @property
+    def is_pending(self) -> bool:
+        """The lease stays PREPARED: the owner's answer is still needed."""
+        return self.value.startswith("pending_")
 
 
 @attrs.frozen

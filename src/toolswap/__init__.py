@@ -51,7 +51,6 @@ from .journal import (
     IllegalTransitionError,
     JournalCorruptError,
     JournalWriteError,
-    Phase,
     Recovery,
     Transaction,
     TransactionExistsError,
@@ -80,6 +79,7 @@ from .reading import (
     render_page,
 )
 from .session import SessionPaths
+from .spec.lease import LeaseNote, LeaseState
 
 __all__ = [
     "DEFAULT_PAGE_BYTES",
@@ -128,7 +128,8 @@ __all__ = [
     "CommandStartError",
     "FailpointError",
     "SessionPaths",
-    "Phase",
+    "LeaseNote",
+    "LeaseState",
     "REAL_FS",
     "ReconcileStatus",
     "ReconciliationReport",

@@ -132,25 +132,25 @@ CHUNK_SIZE = 1024 * 1024
 PLAN_VERSION = 2  # 2: no ``foreign_claims`` (a foreign claim refuses the plan)
 
 # One spelling per status: the spec's enums own the names (docs/where-things-live.md).
-RETAINED_REFERENCED: str = _PlanStatus.RETAINED_REFERENCED.value
-RETAINED_RECENT: str = _PlanStatus.RETAINED_RECENT.value
-RETAINED_LIMIT: str = _PlanStatus.RETAINED_LIMIT.value
-RETAINED_UNKNOWN: str = _PlanStatus.RETAINED_UNKNOWN.value
-DENIED: str = _PlanStatus.DENIED.value
-RETAINED_CORRUPT: str = _PlanStatus.RETAINED_CORRUPT.value
-MISSING_REFERENCED: str = _PlanStatus.MISSING_REFERENCED.value
-PLANNED_DELETE: str = _PlanStatus.PLANNED_DELETE.value
+RETAINED_REFERENCED = _PlanStatus.RETAINED_REFERENCED
+RETAINED_RECENT = _PlanStatus.RETAINED_RECENT
+RETAINED_LIMIT = _PlanStatus.RETAINED_LIMIT
+RETAINED_UNKNOWN = _PlanStatus.RETAINED_UNKNOWN
+DENIED = _PlanStatus.DENIED
+RETAINED_CORRUPT = _PlanStatus.RETAINED_CORRUPT
+MISSING_REFERENCED = _PlanStatus.MISSING_REFERENCED
+PLANNED_DELETE = _PlanStatus.PLANNED_DELETE
 
-DELETED: str = _ApplyStatus.DELETED.value
-RACE_DETECTED: str = _ApplyStatus.RACE_DETECTED.value
-ALREADY_MISSING: str = _ApplyStatus.ALREADY_MISSING.value
+DELETED = _ApplyStatus.DELETED
+RACE_DETECTED = _ApplyStatus.RACE_DETECTED
+ALREADY_MISSING = _ApplyStatus.ALREADY_MISSING
 DRY_RUN = "dry_run"  # the implementation's dry run: re-validated, not deleted
 
-PLAN_STATUSES: frozenset[str] = frozenset(s.value for s in _PlanStatus)
+PLAN_STATUSES: frozenset[str] = frozenset(_PlanStatus)
 #: Apply reports what the plan rows would say now when a claim or the clock keeps a file.
 APPLY_STATUSES: frozenset[str] = frozenset(
     {
-        *(s.value for s in _ApplyStatus),
+        *_ApplyStatus,
         DRY_RUN,
         RETAINED_CORRUPT,
         RETAINED_RECENT,
@@ -948,7 +948,8 @@ def _revalidate_and_delete(
     )
 
     def decide(current: Any) -> str:
-        return apply_status(planned, current, claims, now, rules)
+        status: str = apply_status(planned, current, claims, now, rules)
+        return status
 
     if digests:  # rows 1-2 read only the claims
         return decide(planned), f"claimed since the plan: {_claim_reason(digests, entry.sha256)}"

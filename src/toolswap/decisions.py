@@ -12,11 +12,12 @@ mutant, a test) changes what the implementation does: that is the seam
 mistakes use.  What the code still decides by itself is listed in
 docs/where-things-live.md ("Not yet from the tables").
 
-This module only translates.  The spec speaks identity-hashed enums (fast for
-the explorer); the journal, reports and JSON speak strings (``Phase``,
-``ReconcileStatus``, the plan status names).  Each translation is one mapping
-below; ``tests/core/test_decisions.py`` checks that the phase, observed-state
-and status mappings cover both vocabularies and keep each spelling.
+This module only translates facts.  The vocabulary is the spec's, used as is
+by the journal, reports and JSON: ``LeaseState`` (and the ``LeaseNote``
+CONFLICT), ``ObservedState``, ``ReconcileStatus``, ``PlanStatus`` and
+``ApplyStatus`` are string enums defined once in ``spec/``, so no status or
+phase is translated here.  The journal has no ``NEW`` record: ``None`` (no
+record yet) is the spec's ``LeaseState.NEW``.
 """
 
 from __future__ import annotations
@@ -32,18 +33,15 @@ from toolswap.spec import cleanup as _cleanup
 from toolswap.spec import lease as _lease
 from toolswap.spec import owner as _owner
 from toolswap.spec import reconcile as _reconcile
+from toolswap.spec.cleanup import ApplyStatus, PlanStatus
 from toolswap.spec.errors import IllegalTransition
+from toolswap.spec.lease import RECORD_PHASES, LeaseNote, LeaseState, RecordPhase
 
 from .domain import is_artifact_filename
 from .fs import FileFacts
-from .journal_format import Phase
 from .owner import ObservedState, ReconcileStatus
 
 __all__ = [
-    "LEASE_STATE_OF",
-    "PHASE_OF",
-    "RECONCILE_STATUS_OF",
-    "PLAN_STATUS_NAMES",
     "record_follows",
     "lease_step",
     "Reconcile",
@@ -76,37 +74,17 @@ _UNREAD = -1
 _NOT_A_DIGEST = -2
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 
-#: The journal's phases (a record's phase) as the spec's lease states.
-LEASE_STATE_OF: Mapping[Phase, Any] = MappingProxyType(
-    {
-        Phase.PREPARED: _lease.LeaseState.PREPARED,
-        Phase.COMMITTED: _lease.LeaseState.COMMITTED,
-        Phase.ABORTED: _lease.LeaseState.ABORTED,
-        Phase.RELEASED: _lease.LeaseState.RELEASED,
-    }
-)
-
-#: The inverse: a spec lease state (other than NEW) as the journal's phase.
-PHASE_OF: Mapping[Any, Phase] = MappingProxyType({s: p for p, s in LEASE_STATE_OF.items()})
-
-#: What an owner says, as the spec's observed states (anything else is UNKNOWN).
-_OBSERVED_STATE_OF: Mapping[object, Any] = MappingProxyType(
-    {s: getattr(_owner.ObservedState, s.name) for s in ObservedState}
-)
-
-#: The spec's reconcile statuses as the reports' statuses.
-RECONCILE_STATUS_OF: Mapping[Any, ReconcileStatus] = MappingProxyType(
-    {s: ReconcileStatus(s.value) for s in _reconcile.ReconcileStatus}
-)
-
-#: The spec's plan statuses as the names plans and JSON carry.
-PLAN_STATUS_NAMES: Mapping[Any, str] = MappingProxyType(
-    {s: str(s.value) for s in _cleanup.PlanStatus}
-)
+#: What an owner says, as the spec's observed states: a member, or its exact word
+#: (an adapter may answer with the plain string); anything else is UNKNOWN.
+_OBSERVED_STATE_OF: Mapping[object, ObservedState] = MappingProxyType({s: s for s in ObservedState})
 
 
-def _state(phase: Phase | None) -> Any:
-    return _lease.LeaseState.NEW if phase is None else LEASE_STATE_OF[phase]
+#: The states a journal record can put a lease in (a record never says NEW).
+_WRITTEN: tuple[LeaseState, ...] = tuple(p for p in RECORD_PHASES if isinstance(p, LeaseState))
+
+
+def _state(phase: LeaseState | None) -> LeaseState:
+    return LeaseState.NEW if phase is None else phase
 
 
 def _lease_view(build: Any) -> Any:
@@ -127,7 +105,7 @@ def _lease_view(build: Any) -> Any:
 _VIEWS: dict[Any, tuple[Any, Any, Any]] = {}
 
 
-def record_follows(current: Phase | None, record: Phase) -> bool:
+def record_follows(current: LeaseState | None, record: RecordPhase) -> bool:
     """Whether a journal record of phase ``record`` may follow ``current`` (None: no record).
 
     A record is legal exactly when it is a transition of the lease table that
@@ -137,26 +115,26 @@ def record_follows(current: Phase | None, record: Phase) -> bool:
     return bool(_lease_view(_all_follows)[(current, record)])
 
 
-def _all_follows() -> dict[tuple[Phase | None, Phase], bool]:
+def _all_follows() -> dict[tuple[LeaseState | None, RecordPhase], bool]:
     return {
         (current, record): _follows(current, record)
-        for current in (None, *LEASE_STATE_OF)
-        for record in Phase
+        for current in (None, *_WRITTEN)
+        for record in RECORD_PHASES
     }
 
 
-def _follows(current: Phase | None, record: Phase) -> bool:
+def _follows(current: LeaseState | None, record: RecordPhase) -> bool:
     state = _state(current)
-    if record is Phase.CONFLICT:
+    if record is LeaseNote.CONFLICT:
         return bool(_lease.is_pending(state))
-    action = _lease.RECORD_ACTION[LEASE_STATE_OF[record]]
+    action = _lease.RECORD_ACTION[record]
     try:
         return bool(_lease.appends(state, action))
     except IllegalTransition:
         return False
 
 
-def lease_step(current: Phase, target: Phase) -> tuple[Phase, bool] | None:
+def lease_step(current: LeaseState, target: LeaseState) -> tuple[LeaseState, bool] | None:
     """(phase after, whether a record is appended) for asking ``current`` to move to ``target``.
 
     None when the lease table has no such transition.
@@ -164,18 +142,17 @@ def lease_step(current: Phase, target: Phase) -> tuple[Phase, bool] | None:
     return _lease_view(_all_steps)[(current, target)]  # type: ignore[no-any-return]
 
 
-def _all_steps() -> dict[tuple[Phase, Phase], tuple[Phase, bool] | None]:
-    return {(c, t): _step(c, t) for c in LEASE_STATE_OF for t in LEASE_STATE_OF}
+def _all_steps() -> dict[tuple[LeaseState, LeaseState], tuple[LeaseState, bool] | None]:
+    return {(c, t): _step(c, t) for c in _WRITTEN for t in _WRITTEN}
 
 
-def _step(current: Phase, target: Phase) -> tuple[Phase, bool] | None:
-    state = LEASE_STATE_OF[current]
-    action = _lease.RECORD_ACTION[LEASE_STATE_OF[target]]
+def _step(current: LeaseState, target: LeaseState) -> tuple[LeaseState, bool] | None:
+    action = _lease.RECORD_ACTION[target]
     try:
-        after = _lease.step(state, action)
+        after = _lease.step(current, action)
     except IllegalTransition:
         return None
-    return PHASE_OF[after], after is not state
+    return after, after is not current
 
 
 class Reconcile:
@@ -186,10 +163,10 @@ class Reconcile:
     def __init__(self, decision: Any) -> None:
         self.seal_first: bool = bool(decision.seal_first)
         action = decision.journal_action
-        self.target: Phase | None = (
-            None if action is None else PHASE_OF[_lease.step(_lease.LeaseState.PREPARED, action)]
+        self.target: LeaseState | None = (
+            None if action is None else _lease.step(LeaseState.PREPARED, action)
         )
-        self.status: ReconcileStatus = RECONCILE_STATUS_OF[decision.status]
+        self.status: ReconcileStatus = decision.status
         self.record_observed: bool = bool(decision.record_observed)
 
 
@@ -200,7 +177,7 @@ def observation_kind(state: ObservedState | None, identity_matches: bool, sealed
     another transaction), which is UNKNOWN: an owner failure is never absence.
     """
     seen = _owner.Observation(
-        state=_OBSERVED_STATE_OF.get(state, _owner.ObservedState.UNKNOWN),
+        state=_OBSERVED_STATE_OF.get(state, ObservedState.UNKNOWN),
         generation=0,  # the rows do not read it; the seal compares generations itself
         sealed=sealed is True,  # only a real True is a tombstone: anything else may not be
         identity_matches=identity_matches,
@@ -208,12 +185,12 @@ def observation_kind(state: ObservedState | None, identity_matches: bool, sealed
     return _reconcile.classify_observation(seen)
 
 
-def reconcile_decision(phase: Phase, kind: Any) -> Reconcile:
+def reconcile_decision(phase: LeaseState, kind: Any) -> Reconcile:
     """The reconciliation table's row for a lease in ``phase`` given an observation ``kind``."""
-    return Reconcile(_reconcile.decide(LEASE_STATE_OF[phase], kind))
+    return Reconcile(_reconcile.decide(phase, kind))
 
 
-def unobserved_decision(phase: Phase) -> Reconcile | None:
+def unobserved_decision(phase: LeaseState) -> Reconcile | None:
     """The decision for a lease in ``phase`` when no observation can change it, else None.
 
     When every row of the reconciliation table for the lease's state gives the same
@@ -223,8 +200,7 @@ def unobserved_decision(phase: Phase) -> Reconcile | None:
     table = _reconcile.RECONCILE_TABLE
     known = _UNOBSERVED.get(phase)
     if known is None or known[0] is not table:
-        state = LEASE_STATE_OF[phase]
-        rows = {d for (s, _), d in table.items() if s is state}
+        rows = {d for (s, _), d in table.items() if s is phase}
         only = rows.pop() if len(rows) == 1 else None
         silent = only is not None and not only.seal_first and only.journal_action is None
         known = (table, Reconcile(only) if silent else None)
@@ -232,7 +208,7 @@ def unobserved_decision(phase: Phase) -> Reconcile | None:
     return known[1]
 
 
-_UNOBSERVED: dict[Phase, tuple[Any, Reconcile | None]] = {}
+_UNOBSERVED: dict[LeaseState, tuple[Any, Reconcile | None]] = {}
 
 
 def seal_decision(answer: object) -> Reconcile:
@@ -251,9 +227,11 @@ def seal_decision(answer: object) -> Reconcile:
     return Reconcile(_reconcile.after_seal(result))
 
 
-def plan_status(facts: Any, claims: Any, policy: Any, now: float, planned_so_far: int) -> str:
-    """The cleanup plan table's status name for one entry (spec ``cleanup.classify``)."""
-    return PLAN_STATUS_NAMES[_cleanup.classify(facts, claims, policy, now, planned_so_far)]
+def plan_status(
+    facts: Any, claims: Any, policy: Any, now: float, planned_so_far: int
+) -> PlanStatus:
+    """The cleanup plan table's status for one entry (spec ``cleanup.classify``)."""
+    return _cleanup.classify(facts, claims, policy, now, planned_so_far)
 
 
 def spec_facts(
@@ -317,7 +295,7 @@ def spec_claims(digests: Mapping[str, int] | None) -> tuple[Any, ...]:
     )
 
 
-def lease_protects(phase: Phase) -> bool:
+def lease_protects(phase: LeaseState) -> bool:
     """Whether a lease in ``phase`` is a claim on its artifact: the spec's ``lease.protects``."""
     return bool(_lease.protects(_state(phase)))
 
@@ -369,6 +347,6 @@ def _seconds(mtime_ns: object) -> float:
         return math.nan  # equal to nothing: the snapshot differs
 
 
-def apply_status(planned: Any, current: Any, claims: Any, now: float, policy: Any) -> str:
-    """The apply table's status name for a planned entry (spec ``cleanup.revalidate``)."""
-    return str(_cleanup.revalidate(planned, current, claims, now, policy).value)
+def apply_status(planned: Any, current: Any, claims: Any, now: float, policy: Any) -> ApplyStatus:
+    """The apply table's status for a planned entry (spec ``cleanup.revalidate``)."""
+    return _cleanup.revalidate(planned, current, claims, now, policy)

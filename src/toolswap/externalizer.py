@@ -662,14 +662,16 @@ class ToolResultExternalizer:
 
     def _lease_states(self) -> dict[str, str]:
         """Artifact file name -> the strongest phase of the leases naming it (from the journal)."""
-        from .journal import ArtifactRetentionJournal, Phase
+        from .journal import ArtifactRetentionJournal
+        from .spec.lease import LeaseState
 
         journal = ArtifactRetentionJournal(self.paths.root, fs=self._fs, session_id=self.session_id)
         if not journal.exists():
             return {}
         with journal.locked_state() as state:
-            rank = {Phase.PREPARED: 4, Phase.COMMITTED: 3, Phase.RELEASED: 2, Phase.ABORTED: 1}
-            best: dict[str, Phase] = {}
+            states = LeaseState
+            rank = {states.PREPARED: 4, states.COMMITTED: 3, states.RELEASED: 2, states.ABORTED: 1}
+            best: dict[str, LeaseState] = {}
             for txn, phase in state.states.items():
                 name = parse_source_id(state.transactions[txn].source_id).filename
                 if name not in best or rank[phase] > rank[best[name]]:

@@ -77,6 +77,8 @@ from typing import Any, TypeVar
 
 import attrs
 
+from toolswap.spec.lease import LeaseNote, LeaseState
+
 from .decisions import (
     Reconcile,
     claim_active,
@@ -108,7 +110,6 @@ from .journal_format import (
     JournalCorruptError,
     JournalRecord,
     ObservedIdentity,
-    Phase,
     build_record,
     encode_record,
     parse_line,
@@ -130,7 +131,6 @@ __all__ = [
     "IllegalTransitionError",
     "JournalCorruptError",
     "JournalWriteError",
-    "Phase",
     "Recovery",
     "TornTail",
     "Transaction",
@@ -149,7 +149,7 @@ class Transaction:
     """One lease transaction as of its latest record."""
 
     transaction_id: str
-    phase: Phase
+    phase: LeaseState
     claim: ArtifactRetentionClaim
     sequence: int
     time: float
@@ -166,15 +166,15 @@ class TornTail:
         return {"offset": self.offset, "length": self.length}
 
 
-def _is_active(phase: Phase, claim: ArtifactRetentionClaim, now: float | None) -> bool:
+def _is_active(phase: LeaseState, claim: ArtifactRetentionClaim, now: float | None) -> bool:
     """The lease protects (the spec's ``lease.protects``) and, at ``now``, its claim holds."""
     if not lease_protects(phase):
         return False
-    return now is None or claim_active(claim, now, pending=phase is Phase.PREPARED)
+    return now is None or claim_active(claim, now, pending=phase is LeaseState.PREPARED)
 
 
 def aggregate_claims(
-    leases: Mapping[str, tuple[Phase, ArtifactRetentionClaim]],
+    leases: Mapping[str, tuple[LeaseState, ArtifactRetentionClaim]],
     *,
     now: float | None = None,
     key: Callable[[ArtifactRetentionClaim], str] = lambda c: c.content_sha256,
@@ -187,7 +187,7 @@ def aggregate_claims(
     expiry, else the latest; ``source_id`` is the smallest in the group, so with
     the default key it names one artifact of possibly several with equal bytes.
     """
-    groups: dict[str, list[tuple[Phase, ArtifactRetentionClaim]]] = {}
+    groups: dict[str, list[tuple[LeaseState, ArtifactRetentionClaim]]] = {}
     for phase, claim in leases.values():
         if _is_active(phase, claim, now):
             groups.setdefault(key(claim), []).append((phase, claim))
@@ -196,7 +196,7 @@ def aggregate_claims(
         until: float | None = None
         unbounded = False
         for phase, claim in members:
-            if phase is Phase.PREPARED or claim.retain_until is None:
+            if phase is LeaseState.PREPARED or claim.retain_until is None:
                 unbounded = True
             elif until is None or claim.retain_until > until:
                 until = claim.retain_until
@@ -210,7 +210,7 @@ def aggregate_claims(
 
 
 def _sources_by_digest(
-    leases: Mapping[str, tuple[Phase, ArtifactRetentionClaim]],
+    leases: Mapping[str, tuple[LeaseState, ArtifactRetentionClaim]],
 ) -> dict[str, tuple[str, ...]]:
     """Full digest -> every source id with a live (PREPARED or COMMITTED) lease on it."""
     sources: dict[str, set[str]] = {}
@@ -224,7 +224,7 @@ def _sources_by_digest(
 class Recovery:
     """A verified view of the journal at one moment.
 
-    * ``states``: transaction id -> :class:`Phase`.
+    * ``states``: transaction id -> :class:`LeaseState`.
     * ``transactions``: transaction id -> its claim (the PREPARED intent).
     * ``pending_transaction_ids``: PREPARED transactions, in journal order.
     * ``conflicts``: transaction id -> the identities its CONFLICT records name.
@@ -239,7 +239,7 @@ class Recovery:
     """
 
     session_id: str
-    states: Mapping[str, Phase]
+    states: Mapping[str, LeaseState]
     transactions: Mapping[str, ArtifactRetentionClaim]
     pending_transaction_ids: tuple[str, ...]
     torn_tail: TornTail | None
@@ -262,12 +262,12 @@ class Recovery:
         claims: list[ArtifactRetentionClaim] = []
         for txn, phase in self.states.items():
             claim = self.transactions[txn]
-            if phase is Phase.PREPARED:
+            if phase is LeaseState.PREPARED:
                 claims.append(attrs.evolve(claim, retain_until=None))
             elif _is_active(phase, claim, now):
                 claims.append(claim)
         for txn, identities in self.conflicts.items():
-            if self.states.get(txn) in (Phase.PREPARED, Phase.COMMITTED):
+            if self.states.get(txn) in (LeaseState.PREPARED, LeaseState.COMMITTED):
                 for identity in identities:
                     seen = _conflict_claim(identity, self.session_id)
                     if seen is not None:
@@ -284,7 +284,7 @@ class Recovery:
         """
         return aggregate_claims(self._leases(), now=now, key=lambda c: c.source_id)
 
-    def _leases(self) -> dict[str, tuple[Phase, ArtifactRetentionClaim]]:
+    def _leases(self) -> dict[str, tuple[LeaseState, ArtifactRetentionClaim]]:
         return {txn: (phase, self.transactions[txn]) for txn, phase in self.states.items()}
 
     def to_dict(self) -> dict[str, Any]:
@@ -331,7 +331,7 @@ class _Fold:
         self.sequence = 0
         self.last_sha256 = GENESIS_SHA256
         self.size = 0
-        self.phases: dict[str, Phase] = {}
+        self.phases: dict[str, LeaseState] = {}
         self.intents: dict[str, ArtifactRetentionClaim] = {}
         self.intent_sha256: dict[str, str] = {}
         self.pending: dict[str, None] = {}
@@ -363,19 +363,19 @@ class _Fold:
     def apply(self, record: JournalRecord, line_number: int, size: int) -> None:
         self.check(record, line_number)
         txn = record.transaction_id
-        if record.phase is Phase.CONFLICT:
+        if record.phase is LeaseNote.CONFLICT:
             assert record.observed is not None
             seen = self.conflicts.get(txn, ())
             if record.observed not in seen:
                 self.conflicts[txn] = (*seen, record.observed)
-        elif record.phase is Phase.PREPARED:
+        elif record.phase is LeaseState.PREPARED:
             assert record.intent is not None
             self.intents[txn] = record.intent
             self.intent_sha256[txn] = record.intent_sha256
             self.pending[txn] = None
         else:
             self.pending.pop(txn, None)
-        if record.phase is not Phase.CONFLICT:  # a note: the phase stays PREPARED
+        if record.phase is not LeaseNote.CONFLICT:  # a note: the phase stays PREPARED
             self.phases[txn] = record.phase
             self.latest[txn] = record
         self.sequence = record.sequence
@@ -511,12 +511,12 @@ class ArtifactRetentionJournal:
                     f"({self._fold.phases[txn].value}); reconcile it, never replay it"
                 )
             self._verify_artifact(claim)
-            self._append(txn, Phase.PREPARED, claim, now)
+            self._append(txn, LeaseState.PREPARED, claim, now)
             return self._fold.transaction(txn)
 
     def commit(self, transaction_id: str, *, now: float | None = None) -> Transaction:
         """PREPARED -> COMMITTED; a no-op on COMMITTED; refuses anything else."""
-        return self._transition(transaction_id, Phase.COMMITTED, now)[0]
+        return self._transition(transaction_id, LeaseState.COMMITTED, now)[0]
 
     def abort(self, transaction_id: str, *, now: float | None = None) -> Transaction:
         """PREPARED -> ABORTED; a no-op on ABORTED; refuses anything else.
@@ -524,7 +524,7 @@ class ArtifactRetentionJournal:
         Call it only when the owner has sealed the absence or explicitly rejected
         the write (S3); :meth:`reconcile_reference` does this for you.
         """
-        return self._transition(transaction_id, Phase.ABORTED, now)[0]
+        return self._transition(transaction_id, LeaseState.ABORTED, now)[0]
 
     def release(self, transaction_id: str, *, now: float | None = None) -> Transaction:
         """COMMITTED -> RELEASED; a no-op on RELEASED; refuses anything else.
@@ -532,7 +532,7 @@ class ArtifactRetentionJournal:
         Call it only after the owner removed the reference (S4); prefer
         :meth:`remove_reference`.
         """
-        return self._transition(transaction_id, Phase.RELEASED, now)[0]
+        return self._transition(transaction_id, LeaseState.RELEASED, now)[0]
 
     def publish_reference(
         self,
@@ -577,9 +577,9 @@ class ArtifactRetentionJournal:
         txn = validate_transaction_id(transaction_id)
         self._refuse_owner_call_under_lock("remove_reference")
         phase = self._phase_of(txn)
-        if phase is Phase.RELEASED:
+        if phase is LeaseState.RELEASED:
             return None
-        if phase is not Phase.COMMITTED:
+        if phase is not LeaseState.COMMITTED:
             raise IllegalTransitionError(
                 f"transaction {txn!r} is {phase.value}; only COMMITTED can be removed"
             )
@@ -788,16 +788,16 @@ class ArtifactRetentionJournal:
         identity = ObservedIdentity.seen(observation.source_id, observation.content_sha256)
         with self._locked():
             self._refresh()
-            if self._fold.phases.get(txn) is Phase.PREPARED and identity not in (
+            if self._fold.phases.get(txn) is LeaseState.PREPARED and identity not in (
                 self._fold.conflicts.get(txn, ())
             ):
-                self._append(txn, Phase.CONFLICT, self._fold.intents[txn], now, identity)
+                self._append(txn, LeaseNote.CONFLICT, self._fold.intents[txn], now, identity)
         return _conflict_claim(identity, self._paths.session_id) is not None
 
     def _finish(
         self,
         txn: str,
-        target: Phase,
+        target: LeaseState,
         now: float | None,
         generation: object,
         status: ReconcileStatus,
@@ -821,7 +821,7 @@ class ArtifactRetentionJournal:
 
     # -- state machine --------------------------------------------------------
 
-    def _phase_of(self, txn: str) -> Phase:
+    def _phase_of(self, txn: str) -> LeaseState:
         if not self._depth and not self.exists():
             # No journal, no transaction: and asking must not create the session.
             raise UnknownTransactionError(f"no transaction {txn!r} in the journal")
@@ -833,7 +833,7 @@ class ArtifactRetentionJournal:
         return phase
 
     def _transition(
-        self, transaction_id: str, target: Phase, now: float | None
+        self, transaction_id: str, target: LeaseState, now: float | None
     ) -> tuple[Transaction, bool]:
         txn = validate_transaction_id(transaction_id)
         with self._locked():
@@ -1057,7 +1057,7 @@ class ArtifactRetentionJournal:
     def _append(
         self,
         txn: str,
-        phase: Phase,
+        phase: LeaseState,
         claim: ArtifactRetentionClaim,
         now: float | None,
         observed: ObservedIdentity | None = None,

@@ -30,7 +30,6 @@ state (chain, sequence, transitions) lives in :mod:`toolswap.journal`.
 
 from __future__ import annotations
 
-import enum
 import hashlib
 import json
 import math
@@ -38,6 +37,8 @@ import re
 from typing import Any, TypeGuard
 
 import attrs
+
+from toolswap.spec.lease import RECORD_PHASES, LeaseNote, LeaseState, RecordPhase
 
 from .domain import ArtifactRetentionClaim
 from .errors import (
@@ -52,7 +53,6 @@ __all__ = [
     "GENESIS_SHA256",
     "MAX_RECORD_BYTES",
     "RECORD_KEYS",
-    "Phase",
     "JournalRecord",
     "JournalCorruptError",
     "CORRUPTION_REASONS",
@@ -97,17 +97,8 @@ RECORD_KEYS = frozenset(
 )
 
 
-class Phase(enum.StrEnum):
-    """A lease transaction's phase."""
-
-    PREPARED = "PREPARED"
-    COMMITTED = "COMMITTED"
-    ABORTED = "ABORTED"
-    RELEASED = "RELEASED"
-    CONFLICT = "CONFLICT"  # a note on a PREPARED lease (rule 5), not a phase change
-
-    def __str__(self) -> str:
-        return self.value
+#: A record's phase by its text: the spec's words, NEW excluded (it is never written).
+_PHASE_OF_TEXT: dict[str, RecordPhase] = {p.value: p for p in RECORD_PHASES}
 
 
 #: Every ``JournalCorruptError.reason``: what a bad line (or file) did wrong.
@@ -223,7 +214,7 @@ class JournalRecord:
     previous_sha256: str
     session_id: str
     transaction_id: str
-    phase: Phase
+    phase: RecordPhase
     time: float
     intent: ArtifactRetentionClaim | None
     intent_sha256: str
@@ -262,7 +253,7 @@ def build_record(
     previous_sha256: str,
     session_id: str,
     transaction_id: str,
-    phase: Phase,
+    phase: RecordPhase,
     time: float,
     claim: ArtifactRetentionClaim,
     observed: ObservedIdentity | None = None,
@@ -271,7 +262,7 @@ def build_record(
 
     ``observed`` is required on CONFLICT and refused on every other phase.
     """
-    if (phase is Phase.CONFLICT) != (observed is not None):
+    if (phase is LeaseNote.CONFLICT) != (observed is not None):
         raise UsageError("an observed identity goes on a CONFLICT record, and only there")
     if isinstance(time, bool) or not isinstance(time, int | float) or not math.isfinite(time):
         raise UsageError(f"time must be a finite number, got {time!r}")
@@ -283,7 +274,7 @@ def build_record(
         transaction_id=validate_transaction_id(transaction_id),
         phase=phase,
         time=time,
-        intent=claim if phase is Phase.PREPARED else None,
+        intent=claim if phase is LeaseState.PREPARED else None,
         intent_sha256=intent_digest(claim),
         event_sha256="",
         observed=observed,
@@ -374,11 +365,11 @@ def _parse_plain(line: bytes) -> JournalRecord | None:
         return None
     if sha256_hex(b"{" + line[_BODY_START:]) != event:
         return None
-    phase = Phase(phase_text)
+    phase = _PHASE_OF_TEXT[phase_text]  # the pattern admits these four only
     claim: ArtifactRetentionClaim | None = None
-    if (intent_text == "null") != (phase is not Phase.PREPARED):
+    if (intent_text == "null") != (phase is not LeaseState.PREPARED):
         return None
-    if phase is Phase.PREPARED:
+    if phase is LeaseState.PREPARED:
         count = _plain_number(count_text)
         until = None if until_text == "null" else _plain_number(until_text)
         if count is None or (until is None and until_text != "null"):
@@ -434,10 +425,9 @@ def _parse_general(line: bytes, line_number: int) -> JournalRecord:
         raise JournalCorruptError(line_number, "schema", "session_id")
     if not _is_transaction_id(data["transaction_id"]):
         raise JournalCorruptError(line_number, "schema", "transaction_id")
-    try:
-        phase = Phase(data["phase"])
-    except ValueError:
-        raise JournalCorruptError(line_number, "schema", "phase") from None
+    phase = _PHASE_OF_TEXT.get(data["phase"]) if isinstance(data["phase"], str) else None
+    if phase is None:
+        raise JournalCorruptError(line_number, "schema", "phase")
     moment = data["time"]
     if isinstance(moment, bool) or not isinstance(moment, int | float):
         raise JournalCorruptError(line_number, "schema", "time")
@@ -453,13 +443,13 @@ def _parse_general(line: bytes, line_number: int) -> JournalRecord:
     raw_intent = data["intent"]
     claim: ArtifactRetentionClaim | None = None
     observed: ObservedIdentity | None = None
-    if phase is Phase.CONFLICT:
+    if phase is LeaseNote.CONFLICT:
         observed = ObservedIdentity.from_dict(raw_intent)
         if observed is None:
             raise JournalCorruptError(
                 line_number, "intent", "CONFLICT without an observed identity"
             )
-    elif phase is Phase.PREPARED:
+    elif phase is LeaseState.PREPARED:
         if not isinstance(raw_intent, dict):
             raise JournalCorruptError(line_number, "intent", "PREPARED without an intent")
         try:

@@ -74,12 +74,14 @@ lock; it takes the owner's fence first and the session lock inside it.
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any, Protocol, runtime_checkable
 
 import attrs
+
+from toolswap.spec.owner import ObservedState
+from toolswap.spec.reconcile import ReconcileStatus
 
 from .domain import ArtifactRetentionClaim
 from .errors import (
@@ -104,17 +106,6 @@ __all__ = [
 
 Generation = int | str
 """An owner's version of one transaction id: a row version, an object generation, ..."""
-
-
-class ObservedState(enum.StrEnum):
-    """What an owner can say about one id (O8); anything else counts as UNKNOWN."""
-
-    PUBLISHED = "PUBLISHED"
-    ABSENT = "ABSENT"
-    UNKNOWN = "UNKNOWN"
-
-    def __str__(self) -> str:
-        return self.value
 
 
 @runtime_checkable
@@ -227,26 +218,6 @@ def require_sealable(observation: OwnerObservation) -> None:
         raise UsageError(f"cannot seal a {observation.state.value} observation")
     if observation.sealed:
         raise UsageError("the absence is already sealed")
-
-
-class ReconcileStatus(enum.StrEnum):
-    """The result of reconciling one lease (one row of the docs/design.md section 6 table)."""
-
-    COMMITTED = "committed"
-    ABORTED = "aborted"
-    PENDING_CONFLICT = "pending_conflict"
-    PENDING_UNKNOWN = "pending_unknown"
-    PENDING_STALE = "pending_stale"
-    ALREADY_COMMITTED = "already_committed"
-    ALREADY_ABORTED = "already_aborted"
-    ALREADY_RELEASED = "already_released"
-
-    def __str__(self) -> str:
-        return self.value
-
-    @property
-    def is_pending(self) -> bool:
-        return self.value.startswith("pending_")
 
 
 @attrs.frozen(kw_only=True)

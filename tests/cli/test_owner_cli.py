@@ -20,10 +20,11 @@ import subprocess
 import sys
 
 import pytest
+from toolswap.spec.lease import LeaseState
 
 from toolswap.cli import main
 from toolswap.errors import UsageError
-from toolswap.journal import ArtifactRetentionJournal, Phase
+from toolswap.journal import ArtifactRetentionJournal
 from toolswap.owner import ObservedState
 from toolswap.owners.postgres import PostgresOwner
 from toolswap.owners.sqlite import SQLiteOwner
@@ -153,8 +154,8 @@ def test_owner_init_creates_a_postgres_schema_once_and_reconcile_uses_it(
         }
         assert pg_dsn not in out
         assert dict(journal.recover().states) == {
-            "published": Phase.COMMITTED,
-            "absent": Phase.ABORTED,
+            "published": LeaseState.COMMITTED,
+            "absent": LeaseState.ABORTED,
         }
     finally:
         drop_schema(pg_dsn, schema)
@@ -301,7 +302,7 @@ def test_the_postgres_deployment_page_runs_as_written(
 
     # The Python example left its lease RELEASED and the id tombstoned.
     journal = ArtifactRetentionJournal(tmp_path / "sessions" / "host-a")
-    assert dict(journal.recover().states) == {"host-a-1": Phase.RELEASED}
+    assert dict(journal.recover().states) == {"host-a-1": LeaseState.RELEASED}
 
     # The role the SQL example grants can run the owner, and cannot delete a tombstone.
     with psycopg.connect(pg_dsn, autocommit=True) as admin:

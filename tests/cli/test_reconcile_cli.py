@@ -8,10 +8,11 @@ import pathlib
 import sqlite3
 
 import pytest
+from toolswap.spec.lease import LeaseState
 
 from toolswap.cli import main
 from toolswap.cli import reconcile as reconcile_cli
-from toolswap.journal import ArtifactRetentionJournal, Phase
+from toolswap.journal import ArtifactRetentionJournal
 from toolswap.owners import uri
 from toolswap.owners.sqlite import SQLiteOwner
 
@@ -38,7 +39,7 @@ def test_reconcile_resolves_pending_leases(
     out = capsys.readouterr().out
     assert "committed" in out and "aborted" in out and "2 pending lease(s)" in out
     states = ArtifactRetentionJournal(session).recover().states
-    assert dict(states) == {"published": Phase.COMMITTED, "absent": Phase.ABORTED}
+    assert dict(states) == {"published": LeaseState.COMMITTED, "absent": LeaseState.ABORTED}
 
 
 def test_reconcile_json_is_idempotent(
@@ -97,7 +98,7 @@ def test_an_owner_file_that_is_not_a_database_is_an_error(
     assert err.startswith("toolswap: error:") and err.count("\n") == 1
     assert str(tmp_path) not in err
     states = ArtifactRetentionJournal(session).recover().states
-    assert set(states.values()) == {Phase.PREPARED}
+    assert set(states.values()) == {LeaseState.PREPARED}
 
 
 def test_reconcile_on_a_corrupt_journal_exits_2(
@@ -160,7 +161,7 @@ def test_the_busy_timeout_reaches_the_owner_and_a_locked_store_leaves_leases_pen
     reports = json.loads(capsys.readouterr().out)["reports"]
     assert {r["status"] for r in reports} == {"pending_unknown"}
     states = ArtifactRetentionJournal(session).recover().states
-    assert set(states.values()) == {Phase.PREPARED}
+    assert set(states.values()) == {LeaseState.PREPARED}
 
 
 @pytest.mark.parametrize("value", ["0", "-1", "soon", "inf", "nan"])
@@ -194,7 +195,7 @@ def test_the_deadline_stops_cleanly_and_says_how_many_were_left(
     )
     states = ArtifactRetentionJournal(session).recover().states
     assert dict(states) == {
-        "published": Phase.COMMITTED,
-        "absent": Phase.ABORTED,
-        "third": Phase.PREPARED,
+        "published": LeaseState.COMMITTED,
+        "absent": LeaseState.ABORTED,
+        "third": LeaseState.PREPARED,
     }

@@ -23,6 +23,7 @@ import pytest
 from toolswap.spec import cleanup as spec_cleanup
 from toolswap.spec import lease as spec_lease
 from toolswap.spec import reconcile as spec_reconcile
+from toolswap.spec.lease import LeaseNote, LeaseState
 from toolswap.spec.owner import SealResult
 
 from toolswap import decisions
@@ -30,7 +31,7 @@ from toolswap.cleanup import ArtifactCleanupPolicy, PlanEntry, plan_cleanup
 from toolswap.domain import ArtifactRetentionClaim, format_source_id
 from toolswap.errors import UsageError
 from toolswap.fs import OsFileSystem
-from toolswap.journal import ArtifactRetentionJournal, IllegalTransitionError, Phase
+from toolswap.journal import ArtifactRetentionJournal, IllegalTransitionError
 from toolswap.owner import ObservedState, ReconcileStatus
 from toolswap.session import SessionPaths
 
@@ -40,31 +41,82 @@ L = spec_lease.LeaseState
 A = spec_lease.LeaseAction
 K = spec_reconcile.ObservationKind
 
-# -- the vocabularies translate one to one -------------------------------------------
+# -- one vocabulary: the implementation speaks the spec's enums -----------------------
 
 
-def test_every_journal_phase_but_conflict_is_a_spec_lease_state() -> None:
-    assert set(decisions.LEASE_STATE_OF) == set(Phase) - {Phase.CONFLICT}
-    assert set(decisions.PHASE_OF) == set(L) - {L.NEW}
-    for phase, state in decisions.LEASE_STATE_OF.items():
-        assert phase.value == state.value and decisions.PHASE_OF[state] is phase
+def test_the_core_names_are_the_spec_enums_themselves() -> None:
+    from toolswap.spec import cleanup as c
+    from toolswap.spec import owner as o
+
+    import toolswap
+
+    assert toolswap.LeaseState is L and toolswap.LeaseNote is spec_lease.LeaseNote
+    assert ObservedState is o.ObservedState and ReconcileStatus is spec_reconcile.ReconcileStatus
+    from toolswap import cleanup as core_cleanup
+
+    assert core_cleanup.PLANNED_DELETE is c.PlanStatus.PLANNED_DELETE
+    assert core_cleanup.DELETED is c.ApplyStatus.DELETED
+    assert set(c.PlanStatus) == core_cleanup.PLAN_STATUSES
 
 
-def test_every_spec_reconcile_status_is_a_report_status_of_the_same_spelling() -> None:
-    assert {s.value for s in decisions.RECONCILE_STATUS_OF.values()} == {
-        s.value for s in ReconcileStatus
-    }
-    for spec_status, status in decisions.RECONCILE_STATUS_OF.items():
-        assert status.value == spec_status.value
+def test_a_journal_record_carries_exactly_the_spec_record_phases() -> None:
+    from toolswap import journal_format
+
+    assert set(journal_format._PHASE_OF_TEXT.values()) == set(spec_lease.RECORD_PHASES)
+    assert L.NEW not in spec_lease.RECORD_PHASES  # "new" is never written, so never read
+    assert all(journal_format._PHASE_OF_TEXT[p.value] is p for p in spec_lease.RECORD_PHASES)
 
 
-def test_every_observed_state_is_the_spec_state_of_the_same_name() -> None:
-    from toolswap.spec.owner import ObservedState as SpecObserved
+def test_no_module_outside_the_spec_defines_its_own_enum_of_a_spec_vocabulary() -> None:
+    # A second enum spelling the same words (as Phase once did next to LeaseState)
+    # is what this item removed: any enum in the package whose members share a
+    # word with a spec vocabulary enum must be that enum.
+    import enum
+    import importlib
+    import pkgutil
 
-    mapping = decisions._OBSERVED_STATE_OF
-    assert set(mapping) == set(ObservedState)
-    assert {s.name for s in mapping.values()} == {s.name for s in SpecObserved}
-    assert all(mapping[s].name == s.name for s in ObservedState)
+    from toolswap.spec import cleanup as c
+    from toolswap.spec import owner as o
+
+    import toolswap
+
+    vocabularies = [
+        L,
+        spec_lease.LeaseNote,
+        o.ObservedState,
+        spec_reconcile.ReconcileStatus,
+        c.PlanStatus,
+        c.ApplyStatus,
+    ]
+    words = {m.value for v in vocabularies for m in v}
+    seen = []
+    for info in pkgutil.walk_packages(toolswap.__path__, "toolswap."):
+        if info.name.startswith("toolswap.spec") or info.name.endswith("__main__"):
+            continue
+        try:
+            module = importlib.import_module(info.name)
+        except ModuleNotFoundError as exc:  # the MCP server needs the optional SDK
+            if exc.name != "mcp":
+                raise
+            continue
+        for value in vars(module).values():
+            if (
+                isinstance(value, type)
+                and issubclass(value, enum.Enum)
+                and value.__module__ == module.__name__
+            ):
+                seen.append(value)
+                shared = {m.value for m in value} & words
+                assert not shared, f"{value.__qualname__} in {info.name} re-spells {shared}"
+    assert seen, "the walk found no enum at all: it did not look"
+
+
+def test_the_vocabulary_is_json_as_its_words() -> None:
+    import json
+
+    sample = [L.PREPARED, spec_lease.LeaseNote.CONFLICT, ReconcileStatus.PENDING_UNKNOWN]
+    assert json.loads(json.dumps(sample)) == ["PREPARED", "CONFLICT", "pending_unknown"]
+    assert [str(s) for s in sample] == ["PREPARED", "CONFLICT", "pending_unknown"]
 
 
 def test_an_odd_or_missing_observed_state_is_the_unknown_row() -> None:
@@ -129,18 +181,18 @@ def test_the_journal_takes_exactly_the_lease_tables_transitions(
 
 @pytest.mark.parametrize(
     ("current", "record"),
-    list(itertools.product([None, *decisions.LEASE_STATE_OF], Phase)),
+    list(itertools.product([None, *(set(L) - {L.NEW})], spec_lease.RECORD_PHASES)),
     ids=lambda v: "none" if v is None else v.value,
 )
 def test_a_journal_record_follows_exactly_when_the_lease_table_appends_it(
-    current: Phase | None, record: Phase
+    current: LeaseState | None, record: Any
 ) -> None:
     # the verifier's rule for a record read back, against the table directly
-    state = L.NEW if current is None else decisions.LEASE_STATE_OF[current]
-    if record is Phase.CONFLICT:
+    state = L.NEW if current is None else current
+    if record is LeaseNote.CONFLICT:
         expected = spec_lease.is_pending(state)
     else:
-        key = (state, spec_lease.RECORD_ACTION[decisions.LEASE_STATE_OF[record]])
+        key = (state, spec_lease.RECORD_ACTION[record])
         expected = key in spec_lease.LEASE_TRANSITIONS and spec_lease.appends(*key)
     assert decisions.record_follows(current, record) is expected
 
@@ -301,7 +353,7 @@ def test_a_lease_the_table_settles_whatever_is_seen_is_not_asked_about(
             raise AssertionError("the owner was asked about a settled lease")
 
     report = journal.reconcile_reference("t1", Unreachable())  # type: ignore[arg-type]
-    assert decisions.unobserved_decision(decisions.PHASE_OF[state]) is not None
+    assert decisions.unobserved_decision(state) is not None
     assert report.status.value == f"already_{state.value.lower()}"
 
 

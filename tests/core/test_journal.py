@@ -14,6 +14,7 @@ import threading
 from typing import Any
 
 import pytest
+from toolswap.spec.lease import LeaseState
 
 from toolswap.cleanup import ArtifactCleanupPolicy, plan_cleanup_from_journal
 from toolswap.errors import (
@@ -29,7 +30,6 @@ from toolswap.journal import (
     IllegalTransitionError,
     JournalCorruptError,
     JournalWriteError,
-    Phase,
     TransactionExistsError,
     UnknownTransactionError,
 )
@@ -112,7 +112,7 @@ def test_prepare_appends_one_durable_record(session: pathlib.Path) -> None:
     txn = journal.prepare(claim, "t1")
     assert (txn.transaction_id, txn.phase, txn.claim, txn.sequence, txn.time) == (
         "t1",
-        Phase.PREPARED,
+        LeaseState.PREPARED,
         claim,
         1,
         42.0,
@@ -241,27 +241,27 @@ def test_terminal_operations_are_idempotent_and_refuse_illegal_moves(
     journal = ArtifactRetentionJournal(session)
     journal.prepare(claim, "c")
     journal.prepare(claim, "a")
-    assert journal.commit("c").phase is Phase.COMMITTED
+    assert journal.commit("c").phase is LeaseState.COMMITTED
     size = len(file_bytes(journal.path))
-    assert journal.commit("c").phase is Phase.COMMITTED  # no second record
+    assert journal.commit("c").phase is LeaseState.COMMITTED  # no second record
     assert len(file_bytes(journal.path)) == size
     with pytest.raises(IllegalTransitionError):
         journal.abort("c")
-    assert journal.abort("a").phase is Phase.ABORTED
-    assert journal.abort("a").phase is Phase.ABORTED
+    assert journal.abort("a").phase is LeaseState.ABORTED
+    assert journal.abort("a").phase is LeaseState.ABORTED
     with pytest.raises(IllegalTransitionError):
         journal.commit("a")
     with pytest.raises(IllegalTransitionError):
         journal.release("a")
-    assert journal.release("c").phase is Phase.RELEASED
-    assert journal.release("c").phase is Phase.RELEASED
+    assert journal.release("c").phase is LeaseState.RELEASED
+    assert journal.release("c").phase is LeaseState.RELEASED
     with pytest.raises(IllegalTransitionError):
         journal.commit("c")
     with pytest.raises(UnknownTransactionError):
         journal.commit("nope")
     rec = ArtifactRetentionJournal(session).recover()
     assert rec.record_count == 5
-    assert dict(rec.states) == {"c": Phase.RELEASED, "a": Phase.ABORTED}
+    assert dict(rec.states) == {"c": LeaseState.RELEASED, "a": LeaseState.ABORTED}
 
 
 def test_release_of_a_prepared_lease_is_refused(session: pathlib.Path) -> None:
@@ -286,8 +286,8 @@ def test_publish_reference_prepares_publishes_commits_in_order(session: pathlib.
         return "receipt"
 
     txn, value = journal.publish_reference(claim, publisher, transaction_id="t1")
-    assert (txn.phase, value) == (Phase.COMMITTED, "receipt")
-    assert seen == [Phase.PREPARED], "S2: PREPARED is durable before the publisher runs"
+    assert (txn.phase, value) == (LeaseState.COMMITTED, "receipt")
+    assert seen == [LeaseState.PREPARED], "S2: PREPARED is durable before the publisher runs"
     order = [
         c
         for c in fs.calls
@@ -342,7 +342,7 @@ def test_publisher_error_leaves_prepared_which_survives_restart_and_protects(
     with pytest.raises(error):
         ArtifactRetentionJournal(session).publish_reference(claim, publisher, transaction_id="t1")
     rec = ArtifactRetentionJournal(session).recover(now=10**12)
-    assert rec.states["t1"] is Phase.PREPARED
+    assert rec.states["t1"] is LeaseState.PREPARED
     assert rec.pending_transaction_ids == ("t1",)
     protected = rec.claims_by_source(now=10**12)[claim.source_id]
     assert protected.retain_until is None and protected.reference_count == 1
@@ -381,7 +381,7 @@ def test_rejection_aborts_and_is_reraised(session: pathlib.Path) -> None:
     with pytest.raises(ArtifactPublicationRejected):
         journal.publish_reference(claim, publisher, transaction_id="t1")
     rec = ArtifactRetentionJournal(session).recover()
-    assert rec.states["t1"] is Phase.ABORTED
+    assert rec.states["t1"] is LeaseState.ABORTED
     assert rec.pending_transaction_ids == () and rec.protecting_claims() == []
 
 
@@ -395,7 +395,7 @@ def test_owner_helpers_publish_and_remove_under_the_journal_id(session: pathlib.
     journal.remove_reference("t1", owner_remover(owner, "t1"))
     with owner.inspect_fenced("t1") as seen:
         assert (seen.state.value, seen.sealed) == ("ABSENT", True)
-    assert journal.recover().states["t1"] is Phase.RELEASED
+    assert journal.recover().states["t1"] is LeaseState.RELEASED
 
 
 # -- remove_reference -----------------------------------------------------------------------
@@ -406,15 +406,15 @@ def test_remove_reference_removes_first_then_releases(session: pathlib.Path) -> 
     journal = ArtifactRetentionJournal(session)
     journal.prepare(claim, "t1")
     journal.commit("t1")
-    seen: list[Phase] = []
+    seen: list[LeaseState] = []
 
     def remover() -> str:
         seen.append(ArtifactRetentionJournal(session).recover().states["t1"])
         return "gone"
 
     assert journal.remove_reference("t1", remover) == "gone"
-    assert seen == [Phase.COMMITTED], "S4: RELEASED only after the owner removed it"
-    assert journal.recover().states["t1"] is Phase.RELEASED
+    assert seen == [LeaseState.COMMITTED], "S4: RELEASED only after the owner removed it"
+    assert journal.recover().states["t1"] is LeaseState.RELEASED
     assert journal.remove_reference("t1", lambda: pytest.fail("called again")) is None
 
 
@@ -430,7 +430,7 @@ def test_failed_removal_keeps_the_lease_committed(session: pathlib.Path) -> None
     with pytest.raises(ConnectionError):
         journal.remove_reference("t1", remover)
     rec = ArtifactRetentionJournal(session).recover()
-    assert rec.states["t1"] is Phase.COMMITTED
+    assert rec.states["t1"] is LeaseState.COMMITTED
     assert rec.protecting_claims(rec.observed_at) == [claim]
 
 
@@ -521,7 +521,7 @@ def test_torn_tail_is_reported_then_durably_cut_before_the_next_append(
     assert fs.calls[cut + 1] == "fsync" and fs.calls.index("write") > cut + 1
     assert fs.calls[cut - 1] == "journal.before_truncate"
     after = ArtifactRetentionJournal(session).recover()
-    assert after.torn_tail is None and after.states["t1"] is Phase.COMMITTED
+    assert after.torn_tail is None and after.states["t1"] is LeaseState.COMMITTED
 
 
 def test_a_fresh_object_fsyncs_the_directory_once_before_its_first_append_returns(
@@ -577,7 +577,7 @@ def test_append_reads_only_new_bytes(session: pathlib.Path) -> None:
     appended = len(file_bytes(journal.path).split(b"\n")[-2]) + 1
     fs.bytes_read = 0
     with journal.locked_state() as rec:
-        assert rec.states["last"] is Phase.COMMITTED
+        assert rec.states["last"] is LeaseState.COMMITTED
     assert fs.bytes_read == appended, "another writer's record is read, nothing else"
 
 
@@ -672,7 +672,7 @@ def test_locked_state_excludes_prepare_until_it_ends(session: pathlib.Path) -> N
         worker = threading.Thread(target=other)
         worker.start()
         assert not done.wait(0.3), "prepare must wait for the session lock"
-        assert journal.recover().states == {"t0": Phase.PREPARED}  # re-entrant inside
+        assert journal.recover().states == {"t0": LeaseState.PREPARED}  # re-entrant inside
     worker.join(10)
     assert done.is_set()
     assert set(journal.recover().states) == {"t0", "t1"}

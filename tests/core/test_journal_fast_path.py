@@ -11,12 +11,12 @@ from __future__ import annotations
 import hypothesis.strategies as st
 import pytest
 from hypothesis import given
+from toolswap.spec.lease import RECORD_PHASES, LeaseNote, LeaseState
 
 from toolswap.domain import ArtifactRetentionClaim
 from toolswap.journal_format import (
     GENESIS_SHA256,
     JournalCorruptError,
-    Phase,
     _parse_general,
     _parse_plain,
     build_record,
@@ -47,7 +47,7 @@ def _records(draw: st.DrawFn) -> bytes:
         previous_sha256=GENESIS_SHA256,
         session_id=session,
         transaction_id=draw(st.text(min_size=1, max_size=40).filter(_encodable)),
-        phase=draw(st.sampled_from([p for p in Phase if p is not Phase.CONFLICT])),
+        phase=draw(st.sampled_from([p for p in RECORD_PHASES if p is not LeaseNote.CONFLICT])),
         time=draw(_NUMBERS),
         claim=claim,
     )
@@ -99,7 +99,7 @@ def test_a_damaged_line_the_fast_path_accepts_is_one_the_general_parser_accepts(
 
 
 def test_every_single_byte_change_of_plain_lines_is_refused_or_agreed() -> None:
-    for phase in (Phase.PREPARED, Phase.ABORTED):
+    for phase in (LeaseState.PREPARED, LeaseState.ABORTED):
         line = _line(phase, time=12.25, until=1.5)
         assert _parse_plain(line) == _general(line)  # taken, and right
         for at in range(len(line)):
@@ -111,11 +111,16 @@ def test_every_single_byte_change_of_plain_lines_is_refused_or_agreed() -> None:
 
 
 def test_plain_lines_take_the_fast_path() -> None:
-    for phase in (Phase.PREPARED, Phase.COMMITTED, Phase.ABORTED, Phase.RELEASED):
+    for phase in (
+        LeaseState.PREPARED,
+        LeaseState.COMMITTED,
+        LeaseState.ABORTED,
+        LeaseState.RELEASED,
+    ):
         assert _parse_plain(_line(phase, time=1.0)) is not None, phase
 
 
-def _line(phase: Phase, *, time: float, count: int = 2, until: float | None = None) -> bytes:
+def _line(phase: LeaseState, *, time: float, count: int = 2, until: float | None = None) -> bytes:
     claim = ArtifactRetentionClaim(
         source_id="artifact:s1:tool_result_001.txt:" + "ab" * 6,
         content_sha256="ab" * 32,
@@ -146,8 +151,8 @@ def _forged(line: bytes, old: bytes, new: bytes) -> bytes:
     return _rehashed(line)
 
 
-_PREPARED = _line(Phase.PREPARED, time=0, count=2)
-_ABORTED = _line(Phase.ABORTED, time=1.5)
+_PREPARED = _line(LeaseState.PREPARED, time=0, count=2)
+_ABORTED = _line(LeaseState.ABORTED, time=1.5)
 _CLAIM = _PREPARED[_PREPARED.index(b'"intent":') : _PREPARED.index(b',"intent_sha256"')]
 
 

@@ -11,10 +11,11 @@ import pathlib
 import pickle
 
 import pytest
+from toolswap.spec.lease import LeaseNote, LeaseState
 
 from toolswap.domain import ArtifactRetentionClaim
 from toolswap.errors import UsageError
-from toolswap.journal import ArtifactRetentionJournal, JournalCorruptError, Phase
+from toolswap.journal import ArtifactRetentionJournal, JournalCorruptError
 from toolswap.journal_anchor import ANCHOR_NAME
 from toolswap.journal_format import (
     CORRUPTION_REASONS,
@@ -70,7 +71,7 @@ def test_line_separators_in_fields_are_harmless(tmp_path: pathlib.Path) -> None:
     data.decode("ascii")
     assert data.count(b"\n") == 2 * len(odd)
     rec = ArtifactRetentionJournal(session).recover()
-    assert dict(rec.states) == {txn: Phase.COMMITTED for txn in odd}
+    assert dict(rec.states) == {txn: LeaseState.COMMITTED for txn in odd}
 
 
 def test_non_canonical_utf8_line_separator_is_corruption_not_a_split(
@@ -84,7 +85,7 @@ def test_non_canonical_utf8_line_separator_is_corruption_not_a_split(
         previous_sha256=GENESIS_SHA256,
         session_id="s1",
         transaction_id="x\u2028y",
-        phase=Phase.PREPARED,
+        phase=LeaseState.PREPARED,
         time=1.0,
         claim=claim,
     )
@@ -176,7 +177,7 @@ def test_truncation_at_every_offset_recovers_a_prefix_and_appends(tmp_path: path
         assert fs.ops == [*cut_first, "write", "fsync"], "the tail is cut durably, then written"
         with ArtifactRetentionJournal(session, fs=fs).locked_state() as again:  # verified at open
             assert again.record_count == complete + 1 and again.torn_tail is None
-            assert again.states["after-cut"] is Phase.PREPARED
+            assert again.states["after-cut"] is LeaseState.PREPARED
         assert fs.data.startswith(good[: cut - partial])
 
 
@@ -204,7 +205,7 @@ def _two(base: ArtifactRetentionClaim, **second: object) -> tuple[bytes, bytes]:
         previous_sha256=GENESIS_SHA256,
         session_id="s1",
         transaction_id="t1",
-        phase=Phase.PREPARED,
+        phase=LeaseState.PREPARED,
         time=1.0,
         claim=base,
     )
@@ -213,7 +214,7 @@ def _two(base: ArtifactRetentionClaim, **second: object) -> tuple[bytes, bytes]:
         "previous_sha256": first.event_sha256,
         "session_id": "s1",
         "transaction_id": "t1",
-        "phase": Phase.COMMITTED,
+        "phase": LeaseState.COMMITTED,
         "time": 2.0,
         "claim": base,
     }
@@ -228,8 +229,8 @@ def _two(base: ArtifactRetentionClaim, **second: object) -> tuple[bytes, bytes]:
         ({"sequence": 1}, "sequence"),
         ({"previous_sha256": "1" * 64}, "chain"),
         ({"session_id": "other"}, "session"),
-        ({"phase": Phase.RELEASED}, "illegal_transition"),
-        ({"phase": Phase.PREPARED}, "illegal_transition"),
+        ({"phase": LeaseState.RELEASED}, "illegal_transition"),
+        ({"phase": LeaseState.PREPARED}, "illegal_transition"),
         ({"transaction_id": "never-prepared"}, "illegal_transition"),
     ],
 )
@@ -265,7 +266,7 @@ def test_second_terminal_event_is_corruption(tmp_path: pathlib.Path) -> None:
         previous_sha256=json.loads(second)["event_sha256"],
         session_id="s1",
         transaction_id="t1",
-        phase=Phase.ABORTED,
+        phase=LeaseState.ABORTED,
         time=3.0,
         claim=claim,
     )
@@ -351,7 +352,7 @@ def test_whole_record_missing_only_its_newline_is_a_torn_tail(tmp_path: pathlib.
     first, second = _two(claim)
     _write_lines(session, first, second[:-1])
     rec = ArtifactRetentionJournal(session).recover()
-    assert rec.record_count == 1 and rec.states["t1"] is Phase.PREPARED
+    assert rec.record_count == 1 and rec.states["t1"] is LeaseState.PREPARED
     assert rec.torn_tail is not None and rec.torn_tail.offset == len(first)
 
 
@@ -366,7 +367,7 @@ def test_parse_line_round_trips_a_built_record() -> None:
         previous_sha256=GENESIS_SHA256,
         session_id="s1",
         transaction_id="t",
-        phase=Phase.PREPARED,
+        phase=LeaseState.PREPARED,
         time=Clock()(),
         claim=claim,
     )
@@ -418,7 +419,7 @@ def test_corruption_errors_survive_pickling_for_process_pools() -> None:
 
 
 def _conflict_pair(base: ArtifactRetentionClaim, seen: ObservedIdentity) -> tuple[bytes, bytes]:
-    return _two(base, phase=Phase.CONFLICT, observed=seen)
+    return _two(base, phase=LeaseNote.CONFLICT, observed=seen)
 
 
 def test_a_conflict_record_round_trips_and_keeps_the_lease_prepared(
@@ -430,7 +431,7 @@ def test_a_conflict_record_round_trips_and_keeps_the_lease_prepared(
     seen = ObservedIdentity.seen(other.source_id, other.content_sha256)
     _write_lines(session, *_conflict_pair(claim, seen))
     recovery = ArtifactRetentionJournal(session).recover()
-    assert recovery.states == {"t1": Phase.PREPARED}
+    assert recovery.states == {"t1": LeaseState.PREPARED}
     assert recovery.pending_transaction_ids == ("t1",)
     assert recovery.conflicts == {"t1": (seen,)}
 
@@ -446,7 +447,7 @@ def test_a_conflict_on_a_lease_that_is_not_prepared_is_an_illegal_transition(
         previous_sha256=json.loads(second)["event_sha256"],
         session_id="s1",
         transaction_id="t1",
-        phase=Phase.CONFLICT,
+        phase=LeaseNote.CONFLICT,
         time=3.0,
         claim=claim,
         observed=ObservedIdentity.seen("x", "y"),
@@ -467,4 +468,4 @@ def test_an_observed_identity_goes_on_conflict_records_only(tmp_path: pathlib.Pa
     with pytest.raises(UsageError):
         _two(claim, observed=ObservedIdentity.seen("a", "b"))  # on COMMITTED
     with pytest.raises(UsageError):
-        _two(claim, phase=Phase.CONFLICT)  # CONFLICT without one
+        _two(claim, phase=LeaseNote.CONFLICT)  # CONFLICT without one

@@ -22,6 +22,7 @@ from contextlib import contextmanager
 
 import attrs
 import pytest
+from toolswap.spec.lease import LeaseState
 
 from toolswap.domain import ArtifactRetentionClaim, artifact_filename, format_source_id
 from toolswap.errors import ArtifactIntegrityError, ArtifactNotOwnedError
@@ -31,7 +32,6 @@ from toolswap.journal import (
     DanglingReferenceError,
     IllegalTransitionError,
     JournalCorruptError,
-    Phase,
     TransactionExistsError,
     aggregate_claims,
 )
@@ -52,7 +52,7 @@ def test_a_prepared_lease_keeps_the_aggregate_unbounded_beside_a_bounded_commit(
     bounded = ArtifactRetentionClaim(
         source_id=unbounded.source_id, content_sha256=unbounded.content_sha256, retain_until=5.0
     )
-    leases = {"p": (Phase.PREPARED, unbounded), "c": (Phase.COMMITTED, bounded)}
+    leases = {"p": (LeaseState.PREPARED, unbounded), "c": (LeaseState.COMMITTED, bounded)}
     (claim,) = aggregate_claims(leases).values()
     assert (claim.retain_until, claim.reference_count) == (None, 2)
 
@@ -94,7 +94,7 @@ def _two(claim: ArtifactRetentionClaim, **second: object) -> bytes:
         previous_sha256=GENESIS_SHA256,
         session_id="s1",
         transaction_id="t1",
-        phase=Phase.PREPARED,
+        phase=LeaseState.PREPARED,
         time=1.0,
         claim=claim,
     )
@@ -103,7 +103,7 @@ def _two(claim: ArtifactRetentionClaim, **second: object) -> bytes:
         "previous_sha256": first.event_sha256,
         "session_id": "s1",
         "transaction_id": "t1",
-        "phase": Phase.COMMITTED,
+        "phase": LeaseState.COMMITTED,
         "time": 2.0,
         "claim": claim,
     }
@@ -117,7 +117,7 @@ def _two(claim: ArtifactRetentionClaim, **second: object) -> bytes:
         ({"sequence": 3}, "sequence", "expected 2, found 3"),
         ({"previous_sha256": "1" * 64}, "chain", "previous_sha256 does not match"),
         ({"session_id": "other"}, "session", "record of another session"),
-        ({"phase": Phase.RELEASED}, "illegal_transition", "PREPARED -> RELEASED"),
+        ({"phase": LeaseState.RELEASED}, "illegal_transition", "PREPARED -> RELEASED"),
         ({"transaction_id": "t9"}, "illegal_transition", "nothing -> COMMITTED"),
     ],
 )
@@ -383,7 +383,7 @@ def test_a_seal_with_no_true_false_answer_stays_pending_unknown_and_says_so(
         ReconcileStatus.PENDING_UNKNOWN,
         "seal gave no True/False answer",
     )
-    assert journal.recover().states == {"t1": Phase.PREPARED}
+    assert journal.recover().states == {"t1": LeaseState.PREPARED}
 
 
 # -- races outside the lock ------------------------------------------------------------

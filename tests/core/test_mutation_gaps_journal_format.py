@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from toolswap.spec.lease import LeaseNote, LeaseState
 
 from toolswap.domain import ArtifactRetentionClaim
 from toolswap.errors import UsageError
@@ -22,7 +23,6 @@ from toolswap.journal_format import (
     MAX_TRANSACTION_ID_LEN,
     JournalCorruptError,
     ObservedIdentity,
-    Phase,
     build_record,
     canonical_json,
     parse_line,
@@ -31,7 +31,7 @@ from toolswap.journal_format import (
 )
 
 
-def _valid(phase: Phase = Phase.PREPARED) -> dict[str, Any]:
+def _valid(phase: LeaseState = LeaseState.PREPARED) -> dict[str, Any]:
     claim = ArtifactRetentionClaim(
         source_id="artifact:s1:tool_result_001.txt:" + "a" * 12,
         content_sha256="a" * 64,
@@ -44,12 +44,12 @@ def _valid(phase: Phase = Phase.PREPARED) -> dict[str, Any]:
         phase=phase,
         time=1000.0,
         claim=claim,
-        observed=ObservedIdentity.seen("a", "b") if phase is Phase.CONFLICT else None,
+        observed=ObservedIdentity.seen("a", "b") if phase is LeaseNote.CONFLICT else None,
     )
     return record.to_dict()
 
 
-def _line_with(kind: Phase = Phase.PREPARED, /, **fields: object) -> bytes:
+def _line_with(kind: LeaseState = LeaseState.PREPARED, /, **fields: object) -> bytes:
     """A canonical line whose event hash matches, with ``fields`` replaced."""
     data = _valid(kind)
     data.update(fields)
@@ -109,7 +109,7 @@ _SHORT_INTENT = {k: v for k, v in _PREPARED_INTENT.items() if k != "retain_until
             "event_sha256 does not match",
         ),
         (
-            _line_with(Phase.CONFLICT, intent=None),
+            _line_with(LeaseNote.CONFLICT, intent=None),
             "intent",
             "CONFLICT without an observed identity",
         ),
@@ -124,7 +124,7 @@ _SHORT_INTENT = {k: v for k, v in _PREPARED_INTENT.items() if k != "retain_until
             "intent is not a canonical claim",
         ),
         (
-            _line_with(Phase.COMMITTED, intent=_PREPARED_INTENT),
+            _line_with(LeaseState.COMMITTED, intent=_PREPARED_INTENT),
             "intent",
             "COMMITTED carries an intent",
         ),
@@ -160,7 +160,7 @@ def test_an_observed_identity_off_a_conflict_record_is_refused_with_the_rule() -
             previous_sha256=GENESIS_SHA256,
             session_id="s1",
             transaction_id="t",
-            phase=Phase.COMMITTED,
+            phase=LeaseState.COMMITTED,
             time=1.0,
             claim=claim,
             observed=ObservedIdentity.seen("a", "b"),

@@ -15,10 +15,11 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from toolswap.spec.lease import LeaseState
 
 from toolswap.cli import main
 from toolswap.errors import OwnerStoreError
-from toolswap.journal import ArtifactRetentionJournal, Phase
+from toolswap.journal import ArtifactRetentionJournal
 from toolswap.owner import (
     ArtifactPublicationRejected,
     ObservedState,
@@ -77,7 +78,7 @@ def test_server_killed_inside_a_fence(pg_dsn: str, pg_schema: str, tmp_path: pat
             assert (after.state, after.sealed) == (ObservedState.ABSENT, False)
         [report] = journal.reconcile_pending(owner)
         assert report.status is ReconcileStatus.ABORTED
-    assert journal.recover().states["t1"] is Phase.ABORTED
+    assert journal.recover().states["t1"] is LeaseState.ABORTED
 
 
 def test_server_killed_during_a_seal_leaves_the_lease_pending(
@@ -99,7 +100,7 @@ def test_server_killed_during_a_seal_leaves_the_lease_pending(
         [report] = journal.reconcile_pending(owner)
         assert crashing.fired == [True]  # type: ignore[attr-defined]
         assert report.status is ReconcileStatus.PENDING_UNKNOWN
-        assert journal.recover().states["t1"] is Phase.PREPARED
+        assert journal.recover().states["t1"] is LeaseState.PREPARED
         with owner.inspect_fenced("t1") as seen:  # the uncommitted tombstone is gone
             assert (seen.state, seen.sealed, seen.generation) == (ObservedState.ABSENT, False, 0)
         [again] = journal.reconcile_pending(owner)
@@ -137,7 +138,7 @@ def test_server_killed_during_a_publish_is_maybe_written(
         with pytest.raises(OwnerStoreError) as caught:
             journal.publish_reference(claim, owner_publisher(owner, "t1", claim), "t1")
         assert not isinstance(caught.value, ArtifactPublicationRejected)
-        assert journal.recover().states["t1"] is Phase.PREPARED
+        assert journal.recover().states["t1"] is LeaseState.PREPARED
         [report] = journal.reconcile_pending(owner)
     expected = ReconcileStatus.COMMITTED if committed else ReconcileStatus.ABORTED
     assert report.status is expected
@@ -161,7 +162,7 @@ def test_a_statement_timeout_is_maybe_written(
             cause = caught.value.__cause__
             assert isinstance(cause, psycopg.errors.QueryCanceled)
             assert not isinstance(caught.value, ArtifactPublicationRejected)
-        assert journal.recover().states["t1"] is Phase.PREPARED
+        assert journal.recover().states["t1"] is LeaseState.PREPARED
         [report] = journal.reconcile_pending(hasty)
         assert report.status is ReconcileStatus.ABORTED  # it really was not written
 

@@ -35,11 +35,12 @@ from collections import Counter
 from typing import Any
 
 import pytest
+from toolswap.spec.lease import LeaseState
 
 from toolswap.cleanup import ArtifactCleanupPolicy
 from toolswap.domain import ArtifactRetentionClaim, parse_source_id
 from toolswap.externalizer import ToolResultExternalizer
-from toolswap.journal import ArtifactRetentionJournal, Phase
+from toolswap.journal import ArtifactRetentionJournal
 from toolswap.owner import ObservedState, owner_publisher, owner_remover
 from toolswap.owners.postgres import PostgresOwner
 
@@ -152,10 +153,10 @@ def test_hosts_share_one_store_and_survive_a_kill_mid_publish(
         claims = {t: c for j in journals for t, c in j.recover().transactions.items()}
 
         # Settled, and consistent with the owner.
-        assert Counter(states.values())[Phase.PREPARED] == 0
+        assert Counter(states.values())[LeaseState.PREPARED] == 0
         for txn, phase in states.items():
             with owner.inspect_fenced(txn) as seen:
-                if phase is Phase.COMMITTED:
+                if phase is LeaseState.COMMITTED:
                     assert seen.state is ObservedState.PUBLISHED, txn
                     assert (seen.source_id, seen.content_sha256) == (
                         claims[txn].source_id,
@@ -170,7 +171,7 @@ def test_hosts_share_one_store_and_survive_a_kill_mid_publish(
             f"FROM {pg_schema}.toolswap_references WHERE kind = 'published'"
         ).fetchall()
     visible = {bytes(t).decode(): (s, d) for t, s, d in rows}
-    assert {t for t, p in states.items() if p is Phase.COMMITTED} == set(visible)
+    assert {t for t, p in states.items() if p is LeaseState.COMMITTED} == set(visible)
 
     # GC on every host, then every visible reference still has its artifact.
     deleted = 0

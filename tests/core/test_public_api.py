@@ -71,7 +71,8 @@ PUBLIC_API = frozenset(
         "Transaction",
         # one vocabulary
         "ObservedState",
-        "Phase",
+        "LeaseNote",
+        "LeaseState",
         "ReconcileStatus",
         # reading
         "ArtifactInfo",

@@ -17,9 +17,10 @@ from typing import Any
 
 import attrs
 import pytest
+from toolswap.spec.lease import LeaseState
 
 from toolswap.fs import OsFileSystem
-from toolswap.journal import ArtifactRetentionJournal, Phase, UnknownTransactionError
+from toolswap.journal import ArtifactRetentionJournal, UnknownTransactionError
 from toolswap.owner import (
     ArtifactPublicationRejected,
     ObservedState,
@@ -89,7 +90,7 @@ def test_row_published_matching_identity_commits(session: pathlib.Path, owner: A
     assert ArtifactRetentionJournal(session).recover().pending_transaction_ids == ("t1",)
     report = ArtifactRetentionJournal(session).reconcile_reference("t1", owner)
     assert (report.status, report.generation) == (ReconcileStatus.COMMITTED, 1)
-    assert journal.recover().states["t1"] is Phase.COMMITTED
+    assert journal.recover().states["t1"] is LeaseState.COMMITTED
 
 
 @pytest.mark.parametrize("differs", ["source_and_digest", "source_only", "digest_only"])
@@ -116,7 +117,7 @@ def test_row_published_with_another_identity_stays_pending(
     ]
     recovery = journal.recover()
     assert recovery.pending_transaction_ids == ("t1",)
-    assert recovery.states["t1"] is Phase.PREPARED  # a note, not a phase change
+    assert recovery.states["t1"] is LeaseState.PREPARED  # a note, not a phase change
     before = file_bytes(journal.path)
     assert journal.reconcile_reference("t1", owner).status is ReconcileStatus.PENDING_CONFLICT
     assert file_bytes(journal.path) == before  # the same conflict is recorded once
@@ -218,7 +219,7 @@ def test_row_owner_failure_is_unknown_not_absence(session: pathlib.Path, owner: 
     report = journal.reconcile_reference("t1", BrokenInspectOwner(owner))
     assert report.status is ReconcileStatus.PENDING_UNKNOWN
     assert "ConnectionError" in report.reason
-    assert journal.recover().states["t1"] is Phase.PREPARED
+    assert journal.recover().states["t1"] is LeaseState.PREPARED
 
 
 def test_row_unsealed_absence_is_sealed_then_aborted(session: pathlib.Path, owner: Any) -> None:
@@ -227,7 +228,7 @@ def test_row_unsealed_absence_is_sealed_then_aborted(session: pathlib.Path, owne
     journal.prepare(claim, "t1")
     report = journal.reconcile_reference("t1", owner)
     assert (report.status, report.generation) == (ReconcileStatus.ABORTED, 0)
-    assert journal.recover().states["t1"] is Phase.ABORTED
+    assert journal.recover().states["t1"] is LeaseState.ABORTED
     with pytest.raises(ArtifactPublicationRejected):
         owner.publish("t1", claim)  # the late write is refused forever
 
@@ -241,7 +242,7 @@ def test_s3_the_tombstone_is_durable_before_aborted(session: pathlib.Path, owner
     with pytest.raises(Crash):
         crashing.reconcile_reference("t1", owner)
     rec = ArtifactRetentionJournal(session).recover()
-    assert rec.states["t1"] is Phase.PREPARED
+    assert rec.states["t1"] is LeaseState.PREPARED
     assert [c.source_id for c in rec.protecting_claims(rec.observed_at)] == [claim.source_id]
     with owner.inspect_fenced("t1") as seen:
         assert seen.sealed is True
@@ -376,7 +377,7 @@ def test_unknown_is_never_sealed_even_by_a_permissive_adapter(session: pathlib.P
     permissive = _OddAnswers(state=ObservedState.UNKNOWN, seal_answer=True)
     assert journal.reconcile_reference("t1", permissive).status is ReconcileStatus.PENDING_UNKNOWN
     assert permissive.seals == 0
-    assert journal.recover().states["t1"] is Phase.PREPARED
+    assert journal.recover().states["t1"] is LeaseState.PREPARED
 
 
 @pytest.mark.parametrize("absent", [True, False])
@@ -488,7 +489,7 @@ def test_a_sealed_flag_that_is_not_a_bool_is_not_trusted(
     journal.prepare(make_artifact(session), "t1")
     odd = _OddAnswers(sealed=sealed, seal_answer=False)
     assert journal.reconcile_reference("t1", odd).status is ReconcileStatus.PENDING_STALE
-    assert odd.seals == 1 and journal.recover().states["t1"] is Phase.PREPARED
+    assert odd.seals == 1 and journal.recover().states["t1"] is LeaseState.PREPARED
 
 
 def test_reconcile_pending_leaves_a_lease_prepared_during_the_call_for_later(

@@ -28,13 +28,14 @@ import attrs
 import pytest
 from toolswap.faultinject.explorer import known_crash_points
 from toolswap.faultinject.mutants import mutant_named
+from toolswap.spec.lease import LeaseState
 
 from toolswap.cleanup import ArtifactCleanupPolicy
 from toolswap.domain import ArtifactReference, ArtifactRetentionClaim, parse_source_id
 from toolswap.externalizer import ToolResultExternalizer
 from toolswap.fs import FAILPOINT_EXIT_STATUS, REAL_FS, FileSystem, OsFileSystem
 from toolswap.journal import ArtifactRetentionJournal
-from toolswap.journal_format import JournalCorruptError, Phase
+from toolswap.journal_format import JournalCorruptError
 from toolswap.owner import ArtifactPublicationRejected, owner_publisher, owner_remover
 from toolswap.owners.sqlite import TABLE, SQLiteOwner
 
@@ -114,7 +115,7 @@ class Killed:
     pending_before_gc: dict[str, ArtifactRetentionClaim]
     after_first_gc: dict[str, bytes]
     after: dict[str, bytes]  # after reconciliation and the second GC
-    states: dict[str, Phase]
+    states: dict[str, LeaseState]
     intents: dict[str, ArtifactRetentionClaim]
     pending: tuple[str, ...]
     published: dict[str, tuple[str, str]]  # owner rows: txn -> (source id, digest)
@@ -238,12 +239,12 @@ def test_s2_every_owner_visible_reference_was_prepared_in_the_journal(killed: Ki
 
 
 def test_s3_every_aborted_lease_is_tombstoned_or_was_rejected(killed: Killed) -> None:
-    aborted = {t for t, p in killed.states.items() if p is Phase.ABORTED}
+    aborted = {t for t, p in killed.states.items() if p is LeaseState.ABORTED}
     assert aborted <= killed.tombstoned | {REJECTED}
 
 
 def test_s4_no_released_lease_is_still_visible_in_the_owner(killed: Killed) -> None:
-    released = {t for t, p in killed.states.items() if p is Phase.RELEASED}
+    released = {t for t, p in killed.states.items() if p is LeaseState.RELEASED}
     assert not released & set(killed.published)
 
 
@@ -270,7 +271,7 @@ def test_l1_gc_leaves_no_unreferenced_artifact_past_its_ttl(killed: Killed) -> N
     live = {
         _filename(killed.intents[t].source_id)
         for t, p in killed.states.items()
-        if p in {Phase.PREPARED, Phase.COMMITTED}
+        if p in {LeaseState.PREPARED, LeaseState.COMMITTED}
     }
     assert set(killed.after) <= live
 

@@ -30,6 +30,7 @@ from toolswap.faultinject.explorer import (
     scenario_named,
 )
 from toolswap.faultinject.mutants import KillMatrix, Mutant, kill_matrix, mutant_named
+from toolswap.spec.lease import LeaseState
 
 from toolswap.cleanup import JournalRequiredError
 from toolswap.journal import (
@@ -37,7 +38,6 @@ from toolswap.journal import (
     DanglingReferenceError,
     TransactionExistsError,
 )
-from toolswap.journal_format import Phase
 
 NEW_MUTANTS = {
     "uncertain_error_aborts": "S3",
@@ -127,14 +127,14 @@ def _publish_with_lost_ack(world: World) -> None:
 def test_after_a_lost_ack_the_real_publisher_leaves_the_lease_prepared() -> None:
     world = World()
     _publish_with_lost_ack(world)
-    assert world.journal.recover().states["t1"] is Phase.PREPARED
+    assert world.journal.recover().states["t1"] is LeaseState.PREPARED
 
 
 def test_the_uncertain_error_mutant_aborts_after_a_lost_ack() -> None:
     world = World()
     with mutant_named("uncertain_error_aborts").active():
         _publish_with_lost_ack(world)
-    assert world.journal.recover().states["t1"] is Phase.ABORTED
+    assert world.journal.recover().states["t1"] is LeaseState.ABORTED
     assert world.owner.view(["t1"]).visible()  # the write the ack was lost for landed
 
 
@@ -155,7 +155,7 @@ def test_the_journal_refuses_a_replayed_id_before_the_owner_is_called() -> None:
         scenario.run(world)
     assert world.owner.changes == 1  # the rejected first send only
     assert not world.owner.view(["t2"]).visible()
-    assert world.journal.recover().states["t2"] is Phase.ABORTED
+    assert world.journal.recover().states["t2"] is LeaseState.ABORTED
 
 
 def test_a_replayed_id_lands_under_an_aborted_lease_and_gc_deletes_its_file() -> None:

@@ -36,9 +36,9 @@ from toolswap.faultinject.explorer import (
 )
 from toolswap.faultinject.mutants import MUTANTS, kill_matrix, mutant_named
 from toolswap.faultinject.observe import journal_records
+from toolswap.spec.lease import LeaseState
 
 from toolswap.journal import ArtifactRetentionJournal
-from toolswap.journal_format import Phase
 from toolswap.owner import ObservedState, ReconcileStatus, ReconciliationReport
 
 NEW = ("publish_races_reconcile", "two_reconcilers_absent", "two_reconcilers_published")
@@ -54,7 +54,7 @@ def _end(scenario_name: str, run: Callable[[World], None] | None = None) -> tupl
     return [(v.invariant, v.detail) for v in violations], world
 
 
-def _phase(world: World, txn: str) -> Phase:
+def _phase(world: World, txn: str) -> LeaseState:
     return world.new_journal().recover().states[txn]
 
 
@@ -98,7 +98,7 @@ def test_the_racing_publish_lands_after_the_seal_and_is_refused() -> None:
     assert found == []
     assert world.owner.rejected == {"t2"}  # it did land: on the tombstone
     assert world.acknowledged == set()
-    assert _phase(world, "t2") is Phase.ABORTED
+    assert _phase(world, "t2") is LeaseState.ABORTED
 
 
 @pytest.mark.parametrize("name", RECONCILER_MUTANTS)
@@ -128,7 +128,7 @@ def test_an_early_publish_is_caught_by_the_client_check_but_buried_without_a_fen
     early = _publish_racing_reconcile(early=True)
     with mutant_named("client_side_generation").active():
         found, world = _end("publish_races_reconcile", early)
-    assert found == [] and _phase(world, "t2") is Phase.COMMITTED
+    assert found == [] and _phase(world, "t2") is LeaseState.COMMITTED
     with mutant_named("reconcile_without_fence").active():
         found, _ = _end("publish_races_reconcile", early)
     assert BURIED in found
@@ -149,7 +149,7 @@ def test_without_the_fence_the_owner_refuses_a_seal_so_nothing_is_buried(patched
     patched("reconcile_reference", reconcile_reference)
     found, world = _end("publish_races_reconcile")
     assert found == []
-    assert world.acknowledged == {"t2"} and _phase(world, "t2") is Phase.COMMITTED
+    assert world.acknowledged == {"t2"} and _phase(world, "t2") is LeaseState.COMMITTED
 
 
 def test_s3_buried_fires_on_a_tombstone_written_over_an_acknowledged_publish() -> None:
@@ -200,12 +200,12 @@ def test_a_second_reconciler_that_skips_the_re_read_appends_nothing(patched: Any
     decide = ArtifactRetentionJournal._decide
     transition = ArtifactRetentionJournal._transition
     real_phase_of = ArtifactRetentionJournal._phase_of
-    appends: list[tuple[Phase, bool]] = []
+    appends: list[tuple[LeaseState, bool]] = []
 
     def _decide(self: ArtifactRetentionJournal, txn: str, observation: Any, now: Any) -> Any:
-        stale = iter([Phase.PREPARED])
+        stale = iter([LeaseState.PREPARED])
 
-        def phase_of(t: str) -> Phase:  # the first read inside the fence: the stale phase
+        def phase_of(t: str) -> LeaseState:  # the first read inside the fence: the stale phase
             return next(stale, None) or real_phase_of(self, t)
 
         self.__dict__["_phase_of"] = phase_of
@@ -214,7 +214,7 @@ def test_a_second_reconciler_that_skips_the_re_read_appends_nothing(patched: Any
         finally:
             del self.__dict__["_phase_of"]
 
-    def _transition(self: ArtifactRetentionJournal, txn: str, target: Phase, now: Any) -> Any:
+    def _transition(self: ArtifactRetentionJournal, txn: str, target: LeaseState, now: Any) -> Any:
         result = transition(self, txn, target, now)
         appends.append((target, result[1]))
         return result
@@ -224,7 +224,10 @@ def test_a_second_reconciler_that_skips_the_re_read_appends_nothing(patched: Any
     world = World()
     scenario_named("two_reconcilers_absent").setup(world)
     world.new_journal().reconcile_pending(_FirstReconcilerWins(world, world.journal))
-    assert appends == [(Phase.ABORTED, True), (Phase.ABORTED, False)]  # the second got there
+    assert appends == [
+        (LeaseState.ABORTED, True),
+        (LeaseState.ABORTED, False),
+    ]  # the second got there
     assert _terminal_records(world, "t1") == ["ABORTED"]
     result = CrashExplorer([scenario_named("two_reconcilers_absent")], seeds=1).explore()
     assert result.violations == [], result.violations[:3]
@@ -238,7 +241,7 @@ def test_appending_abort_on_a_sealed_absence_without_the_fold_is_refused(patched
         if observation.state is ObservedState.ABSENT and observation.sealed:
             with self._locked():
                 self._refresh()
-                self._append(txn, Phase.ABORTED, self._fold.intents[txn], now)
+                self._append(txn, LeaseState.ABORTED, self._fold.intents[txn], now)
         return decide(self, txn, observation, now)
 
     patched("_decide", _decide)

@@ -32,13 +32,13 @@ from hypothesis.stateful import run_state_machine_as_test
 from toolswap.faultinject import mutants as shared_mutants
 from toolswap.faultinject.disk import SimulatedDisk
 from toolswap.spec import catalogue
+from toolswap.spec.lease import LeaseState
 
 from toolswap import cleanup as cleanup_module
 from toolswap import externalizer as externalizer_module
 from toolswap.externalizer import ToolResultExternalizer
 from toolswap.high_water import ArtifactHighWaterMark
 from toolswap.journal import ArtifactRetentionJournal
-from toolswap.journal_format import Phase
 from toolswap.owner import ObservedState, ReconcileStatus
 
 from .test_protocol_machine import T0, CrashingMachine, SimulatedDiskMachine
@@ -152,7 +152,7 @@ def _abort_without_tombstone(original: Callable[..., Any]) -> Callable[..., Any]
         if observation.state is ObservedState.ABSENT and not observation.sealed:
             return self._finish(
                 txn,
-                Phase.ABORTED,
+                LeaseState.ABORTED,
                 now,
                 observation.generation,
                 ReconcileStatus.ABORTED,

@@ -12,7 +12,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from ..journal import Phase
+from toolswap.spec.lease import LeaseState
+
 from ..owner import ArtifactReferenceOwner, OwnerObservation, ReconcileStatus
 from .bench import Bench, expect
 from .harness import Capability, StoreFault
@@ -39,7 +40,7 @@ def _row(
     return txn
 
 
-def _phase(bench: Bench, txn: str) -> Phase:
+def _phase(bench: Bench, txn: str) -> LeaseState:
     return bench.journal.recover().states[txn]
 
 
@@ -49,7 +50,7 @@ def _phase(bench: Bench, txn: str) -> Phase:
 )
 def _commits(bench: Bench) -> str:
     txn = _row(bench, lambda b, o, t: _ok(b.publish(o, t, b.first), "publish"), _S.COMMITTED)
-    expect(_phase(bench, txn) is Phase.COMMITTED, "the lease is not COMMITTED")
+    expect(_phase(bench, txn) is LeaseState.COMMITTED, "the lease is not COMMITTED")
     return "committed"
 
 
@@ -63,7 +64,7 @@ def _conflict(bench: Bench) -> str:
         bench, lambda b, o, t: _ok(b.publish(o, t, b.second), "publish"), _S.PENDING_CONFLICT
     )
     recovery = bench.journal.recover()
-    expect(recovery.states[txn] is Phase.PREPARED, "the conflicting lease left PREPARED")
+    expect(recovery.states[txn] is LeaseState.PREPARED, "the conflicting lease left PREPARED")
     shown = {c.source_id for c in recovery.protecting_claims()}
     expect(
         bench.second.source_id in shown,
@@ -78,7 +79,7 @@ def _conflict(bench: Bench) -> str:
 )
 def _twin(bench: Bench) -> str:
     txn = _row(bench, lambda b, o, t: _ok(b.publish(o, t, b.twin), "publish"), _S.PENDING_CONFLICT)
-    expect(_phase(bench, txn) is Phase.PREPARED, "the lease left PREPARED")
+    expect(_phase(bench, txn) is LeaseState.PREPARED, "the lease left PREPARED")
     return "a twin digest is a conflict, not a commit"
 
 
@@ -88,7 +89,7 @@ def _twin(bench: Bench) -> str:
 )
 def _aborts(bench: Bench) -> str:
     txn = _row(bench, lambda b, o, t: None, _S.ABORTED)
-    expect(_phase(bench, txn) is Phase.ABORTED, "the lease is not ABORTED")
+    expect(_phase(bench, txn) is LeaseState.ABORTED, "the lease is not ABORTED")
     seen = bench.observe(bench.open(), txn)
     expect(seen.is_tombstone, f"after the abort the owner shows {seen.describe()} (S3)")
     late = bench.publish(bench.open(), txn, bench.first)
@@ -99,7 +100,7 @@ def _aborts(bench: Bench) -> str:
 @check("ROW.sealed-absence-aborts", "ABSENT and already sealed: ABORTED, no second seal")
 def _sealed(bench: Bench) -> str:
     txn = _row(bench, lambda b, o, t: _ok(b.remove(o, t), "remove"), _S.ABORTED)
-    expect(_phase(bench, txn) is Phase.ABORTED, "the lease is not ABORTED")
+    expect(_phase(bench, txn) is LeaseState.ABORTED, "the lease is not ABORTED")
     return "aborted"
 
 
@@ -117,7 +118,7 @@ def _unknown(bench: Bench) -> str:
         _S.PENDING_UNKNOWN,
         owner=reader,
     )
-    expect(_phase(bench, txn) is Phase.PREPARED, "the lease left PREPARED")
+    expect(_phase(bench, txn) is LeaseState.PREPARED, "the lease left PREPARED")
     return "a failing store leaves the lease PREPARED (pending_unknown)"
 
 
@@ -175,7 +176,7 @@ def _moved(bench: Bench) -> str:
         report.status in (_S.PENDING_STALE, _S.PENDING_UNKNOWN),
         f"reconcile gave {report.status} although the id was published before the seal",
     )
-    expect(_phase(bench, txn) is Phase.PREPARED, "the lease left PREPARED")
+    expect(_phase(bench, txn) is LeaseState.PREPARED, "the lease left PREPARED")
     seen = bench.observe(bench.open(), txn)
     expect(seen.is_published(bench.first), f"the published reference is now {seen.describe()}")
     return f"{report.status}: the reference published before the seal stayed visible"
