@@ -103,6 +103,8 @@ from typing import Any, ClassVar
 
 import attrs
 from toolswap.spec.invariants import (
+    S1_FAIL_CLOSED,
+    Invariant,
     findings,
     l1_unfinished,
     s1_no_dangling_reference,
@@ -513,7 +515,7 @@ def _run_gc_expecting_refusal(world: World) -> None:
         world.gc()
     except CorruptStateError:
         return  # fail closed: the journal cannot say what is protected
-    world.violations.append(("S1.fail_closed", "GC ran over a corrupt journal, no refusal"))
+    world.violations.append((S1_FAIL_CLOSED, "GC ran over a corrupt journal, no refusal"))
 
 
 def _digest_conflict_setup(world: World) -> None:
@@ -1000,18 +1002,18 @@ def _misuse_trust_memory_path(world: World) -> None:
 
 
 MISUSE_SCENARIOS: tuple[tuple[Scenario, str], ...] = (
-    (Scenario(name="misuse_no_dir_sync", setup=_nothing, run=_misuse_no_dir_sync), "S1"),
+    (Scenario(name="misuse_no_dir_sync", setup=_nothing, run=_misuse_no_dir_sync), Invariant.S1),
     (
         Scenario(
             name="misuse_publish_before_prepare",
             setup=_one_artifact,
             run=_misuse_publish_before_prepare,
         ),
-        "S2",
+        Invariant.S2,
     ),
     (
         Scenario(name="misuse_unsynced_journal", setup=_gc_setup, run=_misuse_unsynced_journal),
-        "S2",
+        Invariant.S2,
     ),
     (
         Scenario(
@@ -1019,19 +1021,19 @@ MISUSE_SCENARIOS: tuple[tuple[Scenario, str], ...] = (
             setup=_one_artifact,
             run=_misuse_abort_on_uncertain,
         ),
-        "S3",
+        Invariant.S3,
     ),
     (
         Scenario(
             name="misuse_release_before_remove", setup=_published, run=_misuse_release_before_remove
         ),
-        "S4",
+        Invariant.S4,
     ),
     (
         Scenario(
             name="misuse_trust_memory_path", setup=_hostile_setup, run=_misuse_trust_memory_path
         ),
-        "S7",
+        Invariant.S7,
     ),
 )
 """Scenarios that break the protocol on purpose, with the invariant that must catch each."""
@@ -1138,7 +1140,7 @@ def _recover_and_check(
     unlinked = {posixpath.basename(p) for op, p in disk.io_log or [] if op == "unlink"}
     for name, data in world.expected.items():
         if before.get(name) != data and name not in unlinked:
-            found.append(("S1", f"{name} was returned but is not durable after the crash"))
+            found.append((Invariant.S1, f"{name} was returned but is not durable after the crash"))
     # the owner process may restart too: an in-flight write lands or is lost now,
     # or lands late, after the first reconciliation (a tombstone must refuse it)
     late_delivery = bool(owner.in_flight) and chooser.choose(2) == 1
@@ -1193,7 +1195,7 @@ def _recover_and_check(
         outside=_outside(world, disk),
     )
     found.extend(findings(seen))
-    progress.extend(("L1", why) for why in l1_unfinished(seen))
+    progress.extend((Invariant.L1, why) for why in l1_unfinished(seen))
     if check is not None:
         found.extend(check(world, before))
     return _finish(found + world.violations, progress)
@@ -1233,7 +1235,9 @@ def _recover(
         world.journal = world.new_journal()
         world.journal.recover()
     except Exception as exc:
-        found.append(("S6", f"journal does not open after the crash: {type(exc).__name__}: {exc}"))
+        found.append(
+            (Invariant.S6, f"journal does not open after the crash: {type(exc).__name__}: {exc}")
+        )
         return False
     first = _externalize_once(world, found)  # before GC: a restart never reuses a name
     if first is not None:
@@ -1244,14 +1248,16 @@ def _recover(
     try:
         for report in world.journal.reconcile_pending(owner):
             if scenario.recovery_faults and report.status.value in {"committed", "aborted"}:
-                found.append(("S3", f"{report.transaction_id} resolved on a faulty owner's answer"))
+                found.append(
+                    (Invariant.S3, f"{report.transaction_id} resolved on a faulty owner's answer")
+                )
         owner.heal()
         if late_delivery:
             world.source.deliver_in_flight()
         world.journal.reconcile_pending(owner)
         world.gc()
     except Exception as exc:
-        found.append(("L1", f"recovery failed: {type(exc).__name__}: {exc}"))
+        found.append((Invariant.L1, f"recovery failed: {type(exc).__name__}: {exc}"))
         return False
     return True
 
@@ -1263,7 +1269,7 @@ def _recover_refusing(world: World, found: list[tuple[str, str]]) -> None:
         world.gc()
     except CorruptStateError:
         return
-    found.append(("S1.fail_closed", "GC ran over a corrupt journal in recovery, no refusal"))
+    found.append((S1_FAIL_CLOSED, "GC ran over a corrupt journal in recovery, no refusal"))
 
 
 def _fail_closed(world: World, before: dict[str, bytes]) -> list[tuple[str, str]]:
@@ -1271,11 +1277,11 @@ def _fail_closed(world: World, before: dict[str, bytes]) -> list[tuple[str, str]
     found: list[tuple[str, str]] = []
     for op, path in world.disk.io_log or []:
         if op == "unlink" and posixpath.dirname(posixpath.normpath(path)) == RESULTS:
-            found.append(("S1.fail_closed", f"{path} unlinked over a corrupt journal"))
+            found.append((S1_FAIL_CLOSED, f"{path} unlinked over a corrupt journal"))
     after = _tool_results(world.disk)
     for name, data in sorted(before.items()):
         if after.get(name) != data:
-            found.append(("S1.fail_closed", f"{name} deleted or changed over a corrupt journal"))
+            found.append((S1_FAIL_CLOSED, f"{name} deleted or changed over a corrupt journal"))
     return found
 
 
@@ -1286,7 +1292,10 @@ def _unknown_entries_kept(world: World) -> list[tuple[str, str]]:
     now = world.disk.snapshot()
     missing = object()
     return [
-        ("S7", f"{posixpath.relpath(path, RESULTS)} is not ours, yet was deleted or changed")
+        (
+            Invariant.S7,
+            f"{posixpath.relpath(path, RESULTS)} is not ours, yet was deleted or changed",
+        )
         for path, data in sorted(world.foreign.items())
         if now.get(path, missing) != data
     ]
@@ -1298,12 +1307,14 @@ def _externalize_once(world: World, found: list[tuple[str, str]]) -> str | None:
     try:
         ref = world.ext.externalize([b"after restart\n" * 100], "grep").artifact
     except Exception as exc:
-        found.append(("L1", f"externalize after restart failed: {type(exc).__name__}: {exc}"))
+        found.append(
+            (Invariant.L1, f"externalize after restart failed: {type(exc).__name__}: {exc}")
+        )
         return None
     assert ref is not None
     name = posixpath.basename(ref.path)
     if name in existing:
-        found.append(("S6", f"new externalization overwrote existing {name}"))
+        found.append((Invariant.S6, f"new externalization overwrote existing {name}"))
     return name
 
 

@@ -6,9 +6,9 @@ Rules
 1. Every classic mistake toolswap teaches or guards against has exactly one
    :class:`Entry` in :data:`CATALOGUE`, under its name (the hyphenated handle
    users type: ``toolswap explore --variant NAME``, ``crashcheck --mutants --mutant NAME``).
-2. The entry names the one invariant that must catch it (a name of
-   docs/design.md section 8, spelt as :data:`invariants.INVARIANT_NAMES` spells
-   it) and where the mistake is shown:
+2. The entry names the one invariant that must catch it (an
+   :class:`invariants.Invariant` of docs/design.md section 8) and where the
+   mistake is shown:
 
    * ``model``: a variant of the spec model (:mod:`variants`), found by the
      spec explorer;
@@ -17,8 +17,9 @@ Rules
    * ``stateful``: caught by the implementation-vs-model machine
      (``tests/stateful/test_machine_catches.py``).
 
-3. A variant or a mutant whose name is not here, or whose invariant differs
-   from its entry's, is refused when it is defined (``ValueError``): the
+3. A variant or a mutant whose name is not here is refused when it is
+   defined (``ValueError``).  Neither states an invariant of its own: each
+   reads its entry's (``Variant.expected``, ``Mutant.invariant``), so the
    catalogue is the one place that says which invariant catches a mistake.
 
 Theory of operation
@@ -41,18 +42,11 @@ from types import MappingProxyType
 
 import attrs
 
-from .invariants import INVARIANT_NAMES
+from .invariants import Invariant
 
-__all__ = ["Entry", "CATALOGUE", "entry", "check_agrees"]
+__all__ = ["Entry", "CATALOGUE", "entry", "invariant_of"]
 
-S1 = "S1 no dangling reference"
-S2 = "S2 prepare before publish"
-S3 = "S3 tombstone before abort"
-S4 = "S4 remove before release"
-S5 = "S5 one terminal event"
-S6 = "S6 append-only evidence"
-S7 = "S7 nothing outside"
-L1 = "L1 progress"
+S1, S2, S3, S4, S5, S6, S7, L1 = Invariant
 
 
 @attrs.frozen
@@ -60,21 +54,16 @@ class Entry:
     """One classic mistake: the invariant that catches it and where it is shown."""
 
     name: str
-    invariant: str
+    invariant: Invariant
     model: bool = False
     code: bool = False
     stateful: bool = False
 
     def __attrs_post_init__(self) -> None:
-        if self.invariant not in INVARIANT_NAMES:
+        if not isinstance(self.invariant, Invariant):
             raise ValueError(f"mistake {self.name}: unknown invariant {self.invariant!r}")
         if not (self.model or self.code):
             raise ValueError(f"mistake {self.name}: shown nowhere")
-
-    @property
-    def short(self) -> str:
-        """The invariant's short handle: ``"S1"``."""
-        return self.invariant.split(" ", 1)[0]
 
 
 _ROWS = (
@@ -113,17 +102,13 @@ def entry(name: str) -> Entry | None:
     return CATALOGUE.get(name.replace("_", "-"))
 
 
-def check_agrees(name: str, invariant: str, where: str) -> None:
-    """Refuse a variant or mutant the catalogue does not list, or lists with another invariant.
+def invariant_of(name: str, where: str) -> Invariant:
+    """The invariant that catches mistake ``name``, shown in ``where`` (``"model"``, ``"code"``).
 
-    ``invariant`` may be the full name or its short handle; ``where`` is
-    ``"model"`` or ``"code"``.
+    A variant or mutant asks this for its invariant when it is defined, so one
+    the catalogue does not list there is refused (``ValueError``).
     """
     found = entry(name)
     if found is None or not getattr(found, where):
         raise ValueError(f"mistake {name!r} is not in the catalogue as shown in {where}")
-    if invariant not in (found.invariant, found.short):
-        raise ValueError(
-            f"mistake {name!r}: the catalogue says {found.invariant!r} catches it, "
-            f"not {invariant!r}"
-        )
+    return found.invariant

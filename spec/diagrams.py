@@ -147,7 +147,7 @@ def _catalogue_table() -> str:
         return "yes" if flag else ""
 
     rows = [
-        (f"`{e.name}`", e.invariant, mark(e.model), mark(e.code), mark(e.stateful))
+        (f"`{e.name}`", e.invariant.full, mark(e.model), mark(e.code), mark(e.stateful))
         for e in catalogue.CATALOGUE.values()
     ]
     head = ("mistake", "caught by", "model (variant)", "code (mutant)", "stateful machine")
@@ -155,7 +155,7 @@ def _catalogue_table() -> str:
 
 
 def _variants_table() -> str:
-    rows = [(f"`{v.name}`", v.mistake.value, v.expected) for v in variants.VARIANTS.values()]
+    rows = [(f"`{v.name}`", v.mistake.value, v.expected.full) for v in variants.VARIANTS.values()]
     head = ("variant (`--variant`)", "mistake", "must violate")
     return "#### Mistake variants (`variants.VARIANTS`)\n\n" + _table(head, rows)
 

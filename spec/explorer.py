@@ -31,7 +31,7 @@ from collections.abc import Callable, Hashable
 import attrs
 
 from .errors import BadBounds
-from .invariants import checker
+from .invariants import Invariant, checker
 from .symmetry import Symmetry
 from .system import PROGRESS_STEPS, Model, Step, SystemState
 
@@ -272,12 +272,14 @@ def format_report(report: Report) -> str:
         if report.l1_checked:
             if report.l1_stuck:
                 lines.append(
-                    f"L1 progress: VIOLATED in {report.l1_stuck:,} "
+                    f"{Invariant.L1.full}: VIOLATED in {report.l1_stuck:,} "
                     f"{_plural(report.l1_stuck, 'state')}; shortest:"
                 )
                 lines.extend(_numbered(report.l1_trace))
             else:
-                lines.append("L1 progress: holds (every state can reach a quiescent, clean state)")
+                lines.append(
+                    f"{Invariant.L1.full}: holds (every state can reach a quiescent, clean state)"
+                )
         return "\n".join(lines)
     v = report.violation
     lines.append(f"verdict: VIOLATION of {', '.join(v.invariants)} ({stats})")

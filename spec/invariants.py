@@ -5,16 +5,20 @@ Rules
 
 1. Each safety invariant is one function from an :class:`~observable.Observable`
    to the findings it makes: ``(handle, reason)`` pairs, where the handle is
-   the invariant's short name (``"S1"``) or a refinement of it
-   (``"S3.buried"``: a finer clause of S3 that a checker may count apart) and
-   the reason is one plain sentence.  No finding: the invariant holds.
+   an :class:`Invariant` (``Invariant.S1``, whose text is ``"S1"``) or a
+   refinement of one (``S3_BURIED``, ``"S3.buried"``: a
+   finer clause of S3 that a checker may count apart) and the reason is one
+   plain sentence.  No finding: the invariant holds.
 2. The spec explorer, the crash explorer and the stateful machine all call
    these functions, each on the :class:`Observable` its own adapter builds
    (:mod:`observe` here; ``faultinject/observe.py`` for the real code).  No
    other code decides whether S1-S7 or L1's goal hold.
-3. The names are the ones docs/design.md, the tests and the docs use: the full
-   name (``"S1 no dangling reference"``) in reports, the short handle in
-   counts, a dotted refinement only where one clause is worth counting alone.
+3. Each invariant is spelt once, by its :class:`Invariant` member.  Its text
+   is the handle (``"S1"``), used in counts; ``.full`` is the name
+   docs/design.md gives it (``"S1 no dangling reference"``), used in reports;
+   ``.refined(word)`` is a dotted refinement, only where one clause is worth
+   counting alone; :meth:`Invariant.of` reads any of the three back.  No code
+   writes an invariant's name as a literal.
 
 * **S1 no dangling reference**: an artifact is never deleted (or changed)
   while something may reference it: its reference is visible in the owner; a
@@ -54,6 +58,7 @@ Rules
 
 from __future__ import annotations
 
+import enum
 import functools
 from collections.abc import Callable, Iterator
 
@@ -64,6 +69,10 @@ from .observe import SpecObserver
 from .system import Model, SystemState
 
 __all__ = [
+    "Invariant",
+    "S1_FAIL_CLOSED",
+    "S3_BURIED",
+    "S6_REUSE",
     "Finding",
     "s1_no_dangling_reference",
     "s2_prepare_before_publish",
@@ -84,7 +93,67 @@ __all__ = [
     "checker",
 ]
 
-#: (handle, reason): ``("S1", "tool_result_001.txt is deleted while ...")``.
+
+class Invariant(enum.StrEnum):
+    """S1-S7 and L1 (docs/design.md section 8), spelt once: the member's text is its handle."""
+
+    S1 = "S1"
+    S2 = "S2"
+    S3 = "S3"
+    S4 = "S4"
+    S5 = "S5"
+    S6 = "S6"
+    S7 = "S7"
+    L1 = "L1"
+
+    @property
+    def title(self) -> str:
+        """What it says, in a few words: ``"no dangling reference"``."""
+        return _TITLES[self]
+
+    @property
+    def full(self) -> str:
+        """Its name in docs/design.md: ``"S1 no dangling reference"``."""
+        return f"{self.value} {_TITLES[self]}"
+
+    def refined(self, clause: str) -> str:
+        """The handle of one of its clauses, counted apart: ``"S3.buried"``."""
+        return f"{self.value}.{clause}"
+
+    def covers(self, handle: str) -> bool:
+        """Whether a finding's ``handle`` is this invariant or a refinement of it."""
+        return handle == self.value or handle.startswith(f"{self.value}.")
+
+    @classmethod
+    def of(cls, spelling: str) -> Invariant:
+        """The invariant a handle, a full name or a refinement names; ValueError if none."""
+        head = spelling.split(" ", 1)[0].split(".", 1)[0]
+        try:
+            found = cls(head)
+        except ValueError:
+            raise ValueError(f"no invariant is called {spelling!r}") from None
+        if " " in spelling and spelling != found.full:
+            raise ValueError(f"{spelling!r} is not the name of {found.value} ({found.full!r})")
+        return found
+
+
+_TITLES: dict[Invariant, str] = {
+    Invariant.S1: "no dangling reference",
+    Invariant.S2: "prepare before publish",
+    Invariant.S3: "tombstone before abort",
+    Invariant.S4: "remove before release",
+    Invariant.S5: "one terminal event",
+    Invariant.S6: "append-only evidence",
+    Invariant.S7: "nothing outside",
+    Invariant.L1: "progress",
+}
+
+#: The refinements some checker counts apart (docs/design.md section 8).
+S1_FAIL_CLOSED = Invariant.S1.refined("fail_closed")  # no deletion over a corrupt journal
+S3_BURIED = Invariant.S3.refined("buried")  # never abort an acknowledged publish
+S6_REUSE = Invariant.S6.refined("reuse")  # never take a name that existed
+
+#: (handle, reason): ``(Invariant.S1, "tool_result_001.txt is deleted while ...")``.
 Finding = tuple[str, str]
 Check = Callable[[Observable], Iterator[Finding]]
 
@@ -101,14 +170,14 @@ def s1_no_dangling_reference(o: Observable) -> Iterator[Finding]:
             seen = artifacts.get(v.artifact)
             if why and seen is not None:
                 if seen.deleted:
-                    yield "S1", f"{v.artifact} is deleted while {v.txn}'s {why}"
+                    yield Invariant.S1, f"{v.artifact} is deleted while {v.txn}'s {why}"
                 elif seen.present and not v.intact:
-                    yield "S1", f"{v.artifact} changed while {v.txn}'s {why}"
+                    yield Invariant.S1, f"{v.artifact} changed while {v.txn}'s {why}"
         if v.shown is Shown.OTHER and v.reported and v.other:
             seen = artifacts.get(v.other)
             if seen is not None and seen.deleted:
                 yield (
-                    "S1",
+                    Invariant.S1,
                     f"{v.other} is deleted while {v.txn}'s reference to it, "
                     "reported as pending_conflict, is visible",
                 )
@@ -129,7 +198,10 @@ def s2_prepare_before_publish(o: Observable) -> Iterator[Finding]:
     """S2 prepare before publish."""
     for v in o.leases:
         if v.unprepared_publish:
-            yield "S2", f"{v.txn}'s reference is visible but its PREPARED record is not durable"
+            yield (
+                Invariant.S2,
+                f"{v.txn}'s reference is visible but its PREPARED record is not durable",
+            )
 
 
 def s3_tombstone_before_abort(o: Observable) -> Iterator[Finding]:
@@ -138,9 +210,9 @@ def s3_tombstone_before_abort(o: Observable) -> Iterator[Finding]:
         if LeaseState.ABORTED not in v.records:
             continue
         if v.shown is not Shown.TOMBSTONE and not v.rejected:
-            yield "S3", f"{v.txn} is ABORTED but the owner has no durable tombstone for it"
+            yield Invariant.S3, f"{v.txn} is ABORTED but the owner has no durable tombstone for it"
         if v.acknowledged:
-            yield "S3.buried", f"{v.txn} is ABORTED after the owner acknowledged its publish"
+            yield S3_BURIED, f"{v.txn} is ABORTED after the owner acknowledged its publish"
 
 
 def s4_remove_before_release(o: Observable) -> Iterator[Finding]:
@@ -149,9 +221,12 @@ def s4_remove_before_release(o: Observable) -> Iterator[Finding]:
         if LeaseState.RELEASED not in v.records:
             continue
         if v.shown in _SHOWS_A_REFERENCE:
-            yield "S4", f"{v.txn} is RELEASED while the owner still shows its reference"
+            yield Invariant.S4, f"{v.txn} is RELEASED while the owner still shows its reference"
         elif v.shown is not Shown.TOMBSTONE and o.removal_tombstones:
-            yield "S4", f"{v.txn} is RELEASED but no tombstone refuses a late write of it (O4)"
+            yield (
+                Invariant.S4,
+                f"{v.txn} is RELEASED but no tombstone refuses a late write of it (O4)",
+            )
 
 
 def s5_one_terminal_event(o: Observable) -> Iterator[Finding]:
@@ -159,7 +234,7 @@ def s5_one_terminal_event(o: Observable) -> Iterator[Finding]:
     for v in o.leases:
         reason = _more_than_one_terminal_event(v.records)
         if reason:
-            yield "S5", f"{v.txn} has more than one terminal event: {reason}"
+            yield Invariant.S5, f"{v.txn} has more than one terminal event: {reason}"
 
 
 # A record sequence takes a few dozen values in a whole exploration.
@@ -175,31 +250,32 @@ def s6_append_only_evidence(o: Observable) -> Iterator[Finding]:
     """S6 append-only evidence."""
     for a in o.artifacts.values():
         if a.rewritten:
-            yield "S6", f"{a.name} was written twice: the name now holds different content"
+            yield Invariant.S6, f"{a.name} was written twice: the name now holds different content"
         if a.reused:
-            yield "S6.reuse", f"a new externalization took the name {a.name}, which existed before"
+            yield S6_REUSE, f"a new externalization took the name {a.name}, which existed before"
     if o.evidence_changed:
-        yield "S6", o.evidence_changed
+        yield Invariant.S6, o.evidence_changed
 
 
 def s7_nothing_outside(o: Observable) -> Iterator[Finding]:
     """S7 nothing outside."""
     for sentence in o.outside:
-        yield "S7", sentence
+        yield Invariant.S7, sentence
 
 
-#: (name, check), in the order docs/design.md section 8 lists them.
+#: (full name, check), in the order docs/design.md section 8 lists them.
 SAFETY: tuple[tuple[str, Check], ...] = (
-    ("S1 no dangling reference", s1_no_dangling_reference),
-    ("S2 prepare before publish", s2_prepare_before_publish),
-    ("S3 tombstone before abort", s3_tombstone_before_abort),
-    ("S4 remove before release", s4_remove_before_release),
-    ("S5 one terminal event", s5_one_terminal_event),
-    ("S6 append-only evidence", s6_append_only_evidence),
-    ("S7 nothing outside", s7_nothing_outside),
+    (Invariant.S1.full, s1_no_dangling_reference),
+    (Invariant.S2.full, s2_prepare_before_publish),
+    (Invariant.S3.full, s3_tombstone_before_abort),
+    (Invariant.S4.full, s4_remove_before_release),
+    (Invariant.S5.full, s5_one_terminal_event),
+    (Invariant.S6.full, s6_append_only_evidence),
+    (Invariant.S7.full, s7_nothing_outside),
 )
 
-INVARIANT_NAMES: tuple[str, ...] = tuple(name for name, _ in SAFETY) + ("L1 progress",)
+#: Every invariant's full name, S1 ... S7 then L1.
+INVARIANT_NAMES: tuple[str, ...] = tuple(i.full for i in Invariant)
 
 
 def findings(o: Observable) -> list[Finding]:

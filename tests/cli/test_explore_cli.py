@@ -37,7 +37,7 @@ def test_a_variant_prints_its_trace_and_exits_1(
     name: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     code, out, _ = _run(["--variant", name], capsys)
-    short = variants.invariant_id(variants.get(name).expected)
+    short = variants.get(name).expected.value  # the handle: "S2"
     assert code == EXIT_VIOLATION
     assert "shortest counterexample (" in out and "\n  1. " in out
     assert f"expected violation of {short} found." in out
@@ -75,7 +75,7 @@ def test_list_names_every_variant_and_its_invariant(capsys: pytest.CaptureFixtur
     lines = out.splitlines()
     assert len(lines) == len(variants.VARIANTS)
     for line, v in zip(lines, variants.VARIANTS.values(), strict=True):
-        assert line.split()[:2] == [v.name, variants.invariant_id(v.expected)]
+        assert line.split()[:2] == [v.name, v.expected.value]
 
 
 def test_list_as_json(capsys: pytest.CaptureFixture[str]) -> None:

@@ -97,10 +97,10 @@ def test_the_old_underscore_mutant_names_are_still_accepted(
 def test_crashcheck_mutants_fails_when_a_mutant_survives(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    harmless = mutants.Mutant(
+    harmless = mutants.Mutant(  # a catalogued mistake (S2) whose install changes nothing
         name="harmless",
+        label="publish-before-prepared",
         mistake="none",
-        invariant="S2",
         target="nothing",
         scenarios=("externalize",),
         install=contextlib.nullcontext,

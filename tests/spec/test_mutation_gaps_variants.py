@@ -13,7 +13,7 @@ from toolswap.spec.variants import Variant
 
 
 def _variant(*faults: str) -> Variant:
-    return Variant("x", Mistake.RELEASE_BEFORE_REMOVE, "S1 no dangling reference", "", faults)
+    return Variant("release-before-remove", Mistake.RELEASE_BEFORE_REMOVE, "", faults)
 
 
 def test_a_variant_accepts_a_boolean_fault_and_refuses_a_numeric_bound() -> None:

@@ -98,14 +98,6 @@ def test_an_unknown_variant_name_raises_a_typed_error() -> None:
         variants.get("no-such")
 
 
-def test_a_variant_needs_a_real_invariant_name() -> None:
-    with pytest.raises(ValueError, match="unknown invariant"):
-        variants.Variant("x", Mistake.COUNTER_RESTART_OVERWRITES, "S9 nothing", "")
-
-
-@pytest.mark.parametrize(
-    ("name", "expected_id"),
-    [("S2 prepare before publish", "S2"), ("L1 progress", "L1")],
-)
-def test_invariant_id_is_the_short_handle(name: str, expected_id: str) -> None:
-    assert variants.invariant_id(name) == expected_id
+def test_a_variant_the_catalogue_does_not_list_is_refused() -> None:
+    with pytest.raises(ValueError, match="not in the catalogue"):
+        variants.Variant("x", Mistake.COUNTER_RESTART_OVERWRITES, "")

@@ -154,7 +154,7 @@ def explore(args: argparse.Namespace) -> int:
 
         write_variant_html(args.html, variant, bounds, report)
     v = report.violation
-    caught = v is not None and variant.expected in v.invariants
+    caught = v is not None and variant.expected.full in v.invariants
     if v is None and not report.complete:
         code = EXIT_INCOMPLETE
     else:
@@ -171,7 +171,7 @@ def _print(as_json: bool, report: Any, variant: Any, code: int, bounds: Any) -> 
         if variant is not None:
             document["variant"] = variant.name
             document["mistake"] = variant.mistake.value
-            document["expected"] = variant.expected
+            document["expected"] = variant.expected.full
             document["expected_found"] = code == EXIT_VIOLATION
             document["lesson"] = variant.lesson
         print_json(document)
@@ -179,11 +179,11 @@ def _print(as_json: bool, report: Any, variant: Any, code: int, bounds: Any) -> 
     out = sys.stdout
     if variant is not None:
         out.write(f"variant: {variant.name}\nmistake: {variant.mistake.value}\n")
-        out.write(f"expected: a violation of {variant.expected}\n")
+        out.write(f"expected: a violation of {variant.expected.full}\n")
     out.write(explorer.format_report(report) + "\n")
     if variant is None:
         return
-    short = variants.invariant_id(variant.expected)
+    short = variant.expected  # its text is the handle, "S2"
     if code == EXIT_INCOMPLETE:
         out.write(f"INCOMPLETE: the budget ran out before a violation of {short} was found\n")
     elif code == EXIT_VIOLATION:
@@ -207,7 +207,7 @@ def _list(as_json: bool) -> int:
                 {
                     "name": v.name,
                     "mistake": v.mistake.value,
-                    "expected": v.expected,
+                    "expected": v.expected.full,
                     "shown_in": shown[v.name],
                 }
                 for v in rows
@@ -218,7 +218,7 @@ def _list(as_json: bool) -> int:
     where = max(len(",".join(w)) for w in shown.values())
     for v in rows:
         sys.stdout.write(
-            f"{v.name:<{width}}  {variants.invariant_id(v.expected):<3}  "
+            f"{v.name:<{width}}  {v.expected:<3}  "
             f"{','.join(shown[v.name]):<{where}}  {v.mistake.value}\n"
         )
     return EXIT_OK

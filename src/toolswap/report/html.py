@@ -21,6 +21,8 @@ import re
 from collections.abc import Iterable
 from html import escape
 
+from toolswap.spec.invariants import Invariant
+
 from . import svg
 from .model import Fact, Report, StepView, Timeline, bounds_dict, default_bounds
 
@@ -36,13 +38,10 @@ def _plain(text: str) -> str:
     return escape(_ROLE.sub(lambda m: m.group(1), text).replace("``", ""))
 
 
-def _short(invariant: str) -> str:
-    return invariant.split(" ", 1)[0]
-
-
 def _inv_link(invariant: str) -> str:
-    short = _short(invariant)
-    return f'<a class="inv-chip" href="#inv-{escape(short)}">{escape(invariant)}</a>'
+    """A chip for any spelling of an invariant, linked to its card (a refinement: its parent's)."""
+    card = Invariant.of(invariant)
+    return f'<a class="inv-chip" href="#inv-{escape(card)}">{escape(invariant)}</a>'
 
 
 def _seconds(value: float | None) -> str:
@@ -279,7 +278,7 @@ def _mutant_section(report: Report) -> str:
         cells = []
         for i in invs:
             count = r.violations_by_invariant.get(i, 0)
-            expected = i == r.expected or i.startswith(r.expected + ".")  # a refinement counts
+            expected = Invariant.of(r.expected).covers(i)  # a refinement counts
             cls = "cell"
             if count and expected:
                 cls += " kill"
@@ -421,8 +420,9 @@ def _machines() -> str:
 
 def _invariants(report: Report) -> str:
     items = "".join(
-        f'<div class="inv" id="{escape(i.anchor)}"><span class="inv-id">{escape(i.short)}</span>'
-        f'<div><div class="inv-name">{escape(i.name.split(" ", 1)[1])}</div>'
+        f'<div class="inv" id="{escape(i.anchor)}">'
+        f'<span class="inv-id">{escape(i.invariant)}</span>'
+        f'<div><div class="inv-name">{escape(i.invariant.title)}</div>'
         f"<div>{_plain(i.text)}</div></div></div>"
         for i in report.invariants
     )

@@ -53,7 +53,7 @@ __all__ = [
     "CrashMatrix",
     "MutantRow",
     "MutantMatrix",
-    "Invariant",
+    "InvariantCard",
     "Options",
     "Report",
     "QUICK",
@@ -271,14 +271,15 @@ class MutantMatrix:
 
 
 @attrs.frozen
-class Invariant:
-    short: str
-    name: str
+class InvariantCard:
+    """One invariant as the page lists it: the spec's member and its sentence."""
+
+    invariant: Any  # toolswap.spec.invariants.Invariant
     text: str
 
     @property
     def anchor(self) -> str:
-        return f"inv-{self.short}"
+        return f"inv-{self.invariant}"
 
 
 @attrs.frozen
@@ -320,7 +321,7 @@ class Report:
     options: Options
     model: ModelRun | None
     timelines: tuple[Timeline, ...]
-    invariants: tuple[Invariant, ...]
+    invariants: tuple[InvariantCard, ...]
     crash: CrashMatrix | None
     mutants: MutantMatrix | None
     command: str
@@ -331,16 +332,13 @@ class Report:
 _BULLET = re.compile(r"^\* \*\*([^*]+)\*\*(?: \([^)]*\))?: (.*?)(?=^\* |\Z)", re.M | re.S)
 
 
-def invariant_list() -> tuple[Invariant, ...]:
+def invariant_list() -> tuple[InvariantCard, ...]:
     """S1-S7 and L1 with the sentence the spec's invariants module gives each."""
     described = {
         m.group(1).strip(): " ".join(m.group(2).split())
         for m in _BULLET.finditer(invariants.__doc__ or "")
     }
-    return tuple(
-        Invariant(variants.invariant_id(name), name, described.get(name, ""))
-        for name in invariants.INVARIANT_NAMES
-    )
+    return tuple(InvariantCard(i, described.get(i.full, "")) for i in invariants.Invariant)
 
 
 # -- facts of one state ------------------------------------------------------------------------
@@ -470,7 +468,7 @@ def timeline(variant: Any, bounds: Any, report: Any) -> Timeline:
     model = variant.model(bounds)
     correct_model = system.Model(bounds=variant.bounds(bounds))  # same faults, no mistake
     v = report.violation
-    caught = v is not None and variant.expected in v.invariants
+    caught = v is not None and variant.expected.full in v.invariants
     trace = v.trace if v is not None else ()
     steps: list[StepView] = []
     s = model.initial()
@@ -516,7 +514,7 @@ def timeline(variant: Any, bounds: Any, report: Any) -> Timeline:
     return Timeline(
         name=variant.name,
         mistake=variant.mistake.value,
-        expected=variant.expected,
+        expected=variant.expected.full,
         lesson=mistake,
         fix=fix,
         states=report.states,
