@@ -50,7 +50,7 @@ __all__ = [
 class Violation:
     """A violated invariant and the shortest trace that reaches it."""
 
-    invariants: tuple[str, ...]
+    invariants: tuple[Invariant, ...]  # rendered by their full names
     reasons: tuple[str, ...]
     trace: tuple[Step, ...]
 
@@ -282,11 +282,11 @@ def format_report(report: Report) -> str:
                 )
         return "\n".join(lines)
     v = report.violation
-    lines.append(f"verdict: VIOLATION of {', '.join(v.invariants)} ({stats})")
+    lines.append(f"verdict: VIOLATION of {', '.join(i.full for i in v.invariants)} ({stats})")
     lines.append(f"shortest counterexample ({len(v.trace)} {_plural(len(v.trace), 'step')}):")
     lines.extend(_numbered(v.trace))
-    for name, reason in zip(v.invariants, v.reasons, strict=True):
-        lines.append(f"=> {name} is broken: {reason}.")
+    for invariant, reason in zip(v.invariants, v.reasons, strict=True):
+        lines.append(f"=> {invariant.full} is broken: {reason}.")
     return "\n".join(lines)
 
 
@@ -309,7 +309,7 @@ def report_to_dict(report: Report) -> dict[str, object]:
         "elapsed_seconds": report.elapsed,
         "complete": report.complete,
         "violations": 0 if v is None else len(v.invariants),
-        "violated": [] if v is None else list(v.invariants),
+        "violated": [] if v is None else [i.full for i in v.invariants],
         "reasons": [] if v is None else list(v.reasons),
         "trace": [] if v is None else [s.describe() for s in v.trace],
         "l1_checked": report.l1_checked,

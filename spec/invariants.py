@@ -74,6 +74,7 @@ __all__ = [
     "S3_BURIED",
     "S6_REUSE",
     "Finding",
+    "Verdict",
     "s1_no_dangling_reference",
     "s2_prepare_before_publish",
     "s3_tombstone_before_abort",
@@ -107,14 +108,14 @@ class Invariant(enum.StrEnum):
     L1 = "L1"
 
     @property
-    def title(self) -> str:
+    def phrase(self) -> str:
         """What it says, in a few words: ``"no dangling reference"``."""
-        return _TITLES[self]
+        return _PHRASES[self]
 
     @property
     def full(self) -> str:
         """Its name in docs/design.md: ``"S1 no dangling reference"``."""
-        return f"{self.value} {_TITLES[self]}"
+        return f"{self.value} {_PHRASES[self]}"
 
     def refined(self, clause: str) -> str:
         """The handle of one of its clauses, counted apart: ``"S3.buried"``."""
@@ -137,7 +138,7 @@ class Invariant(enum.StrEnum):
         return found
 
 
-_TITLES: dict[Invariant, str] = {
+_PHRASES: dict[Invariant, str] = {
     Invariant.S1: "no dangling reference",
     Invariant.S2: "prepare before publish",
     Invariant.S3: "tombstone before abort",
@@ -156,6 +157,8 @@ S6_REUSE = Invariant.S6.refined("reuse")  # never take a name that existed
 #: (handle, reason): ``(Invariant.S1, "tool_result_001.txt is deleted while ...")``.
 Finding = tuple[str, str]
 Check = Callable[[Observable], Iterator[Finding]]
+#: (invariant, first reason) for each safety invariant a state violates; () when none.
+Verdict = tuple[tuple[Invariant, str], ...]
 
 _SHOWS_A_REFERENCE = (Shown.REFERENCE, Shown.OTHER)
 
@@ -263,15 +266,15 @@ def s7_nothing_outside(o: Observable) -> Iterator[Finding]:
         yield Invariant.S7, sentence
 
 
-#: (full name, check), in the order docs/design.md section 8 lists them.
-SAFETY: tuple[tuple[str, Check], ...] = (
-    (Invariant.S1.full, s1_no_dangling_reference),
-    (Invariant.S2.full, s2_prepare_before_publish),
-    (Invariant.S3.full, s3_tombstone_before_abort),
-    (Invariant.S4.full, s4_remove_before_release),
-    (Invariant.S5.full, s5_one_terminal_event),
-    (Invariant.S6.full, s6_append_only_evidence),
-    (Invariant.S7.full, s7_nothing_outside),
+#: (invariant, check), in the order docs/design.md section 8 lists them.
+SAFETY: tuple[tuple[Invariant, Check], ...] = (
+    (Invariant.S1, s1_no_dangling_reference),
+    (Invariant.S2, s2_prepare_before_publish),
+    (Invariant.S3, s3_tombstone_before_abort),
+    (Invariant.S4, s4_remove_before_release),
+    (Invariant.S5, s5_one_terminal_event),
+    (Invariant.S6, s6_append_only_evidence),
+    (Invariant.S7, s7_nothing_outside),
 )
 
 #: Every invariant's full name, S1 ... S7 then L1.
@@ -283,8 +286,8 @@ def findings(o: Observable) -> list[Finding]:
     return [f for _, check in SAFETY for f in check(o)]
 
 
-def violations_of(o: Observable) -> tuple[tuple[str, str], ...]:
-    """(full invariant name, first reason) for each safety invariant ``o`` violates."""
+def violations_of(o: Observable) -> Verdict:
+    """(invariant, first reason) for each safety invariant ``o`` violates."""
     found = []
     for name, check in SAFETY:
         first = next(check(o), None)
@@ -315,7 +318,7 @@ def l1_reached(o: Observable) -> bool:
 
 def checker(
     model: Model,
-) -> tuple[Callable[[SystemState], tuple[tuple[str, str], ...]], Callable[[SystemState], bool]]:
+) -> tuple[Callable[[SystemState], Verdict], Callable[[SystemState], bool]]:
     """(violations, l1_goal) over ``model``'s states, memoized on what the observer reads.
 
     About a third of the default bounds' states differ from another only in parts no
@@ -323,10 +326,10 @@ def checker(
     """
     observe = SpecObserver(model)
     key, goal_key = observe.key, observe.goal_key
-    verdicts: dict[tuple[object, ...], tuple[tuple[str, str], ...]] = {}
+    verdicts: dict[tuple[object, ...], Verdict] = {}
     goals: dict[tuple[object, ...], bool] = {}
 
-    def model_violations(s: SystemState) -> tuple[tuple[str, str], ...]:
+    def model_violations(s: SystemState) -> Verdict:
         k = key(s)
         found = verdicts.get(k)
         if found is None:
@@ -351,8 +354,8 @@ def reason(check: Check, model: Model, s: SystemState) -> str | None:
     return next((why for _, why in check(SpecObserver(model)(s))), None)
 
 
-def violations(model: Model, s: SystemState) -> tuple[tuple[str, str], ...]:
-    """Every (invariant name, first reason) that the model state ``s`` violates."""
+def violations(model: Model, s: SystemState) -> Verdict:
+    """Every (invariant, first reason) that the model state ``s`` violates."""
     return violations_of(SpecObserver(model)(s))
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from toolswap.spec import explorer, variants
 from toolswap.spec.actors import FileStatus, ReconcilerPc
-from toolswap.spec.invariants import reason, s1_no_dangling_reference
+from toolswap.spec.invariants import Invariant, reason, s1_no_dangling_reference
 from toolswap.spec.lease import LeaseState as L
 from toolswap.spec.owner import OwnerRecord, OwnerState
 from toolswap.spec.system import (
@@ -58,7 +58,7 @@ def test_the_variant_breaks_s1_under_the_bounds_it_needs() -> None:
     assert VARIANT.bounds(SMALL) == SMALL
     report = explorer.explore(VARIANT.model(SMALL), name=VARIANT.name)
     assert report.violation is not None
-    assert report.violation.invariants == ("S1 no dangling reference",)
+    assert report.violation.invariants == (Invariant.S1,)
 
 
 def test_the_variant_switches_its_fault_on_over_the_default_bounds() -> None:

@@ -20,7 +20,7 @@ DESIGN = (ROOT / "docs" / "design.md").read_text(encoding="utf-8")
 
 def test_the_full_names_are_the_ones_the_design_gives() -> None:
     for invariant in Invariant:
-        assert f"- **{invariant.full}.**" in DESIGN, invariant.full
+        assert f"- **{invariant.full}" in DESIGN, invariant.full
     assert tuple(i.full for i in Invariant) == INVARIANT_NAMES
 
 

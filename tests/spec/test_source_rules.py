@@ -25,7 +25,7 @@ from collections.abc import Iterator
 import pytest
 from toolswap.spec import cleanup, explorer, variants
 from toolswap.spec.actors import FileStatus, PublisherPc
-from toolswap.spec.invariants import reason, s1_no_dangling_reference, violations
+from toolswap.spec.invariants import Invariant, reason, s1_no_dangling_reference, violations
 from toolswap.spec.lease import LeaseState as L
 from toolswap.spec.owner import OwnerRecord, OwnerState
 from toolswap.spec.system import (
@@ -210,9 +210,9 @@ def test_uncertain_error_aborts_is_caught_by_s3_alone() -> None:
 def test_s3_is_broken_in_every_state_where_the_mistake_reaches_s1() -> None:
     model = variants.get("uncertain-error-aborts").model(ONE)
     found = [{n for n, _ in violations(model, s)} for s in _states(model)]
-    s1 = [names for names in found if "S1 no dangling reference" in names]
+    s1 = [names for names in found if Invariant.S1 in names]
     assert s1, "the harm S3 stands for is reachable"
-    assert all("S3 tombstone before abort" in names for names in s1)
+    assert all(Invariant.S3 in names for names in s1)
 
 
 def test_the_correct_publisher_leaves_the_lease_prepared_on_an_uncertain_error() -> None:
@@ -245,7 +245,7 @@ def test_replay_transaction_id_is_caught_by_s1_alone() -> None:
 def test_a_replay_breaks_s1_and_s4_but_never_s5_or_s2() -> None:
     model = variants.get("replay-transaction-id").model(ONE)
     broken = {n for s in _states(model) for n, _ in violations(model, s)}
-    assert broken == {"S1 no dangling reference", "S4 remove before release"}
+    assert broken == {Invariant.S1, Invariant.S4}
 
 
 def test_the_correct_publisher_never_sends_an_id_on_record_again() -> None:

@@ -82,7 +82,7 @@ def test_the_trace_is_printed_step_by_step_in_plain_words(
     text = explorer.format_report(report)
     for i, step in enumerate(report.violation.trace, start=1):
         assert f"  {i}. {step.describe()}" in text
-    assert f"=> {variants.get(name).expected} is broken: " in text
+    assert f"=> {variants.get(name).expected.full} is broken: " in text
     assert "StepKind" not in text and "?" not in text  # no enum reprs, no unfilled slots
 
 

@@ -26,14 +26,14 @@ PLANTED = "a finding planted in the one SAFETY table"
 def _planted_s3(o: Observable) -> Iterator[invariants.Finding]:
     """S3, made to fire on every observable with a lease or an artifact."""
     if o.leases or o.artifacts:
-        yield "S3", PLANTED
+        yield invariants.Invariant.S3, PLANTED
 
 
 @pytest.fixture
 def planted(monkeypatch: pytest.MonkeyPatch) -> None:
     table = tuple(
-        (name, _planted_s3 if name.startswith("S3 ") else check)
-        for name, check in invariants.SAFETY
+        (invariant, _planted_s3 if invariant is invariants.Invariant.S3 else check)
+        for invariant, check in invariants.SAFETY
     )
     monkeypatch.setattr(invariants, "SAFETY", table)
 
@@ -42,7 +42,7 @@ def planted(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_the_spec_explorer_reports_what_the_table_says() -> None:
     report = explorer.explore(Model(Bounds(artifacts=1, transactions=1)))
     assert report.violation is not None
-    assert report.violation.invariants == ("S3 tombstone before abort",)
+    assert report.violation.invariants == (invariants.Invariant.S3,)
     assert report.violation.reasons == (PLANTED,)
 
 

@@ -154,7 +154,7 @@ def explore(args: argparse.Namespace) -> int:
 
         write_variant_html(args.html, variant, bounds, report)
     v = report.violation
-    caught = v is not None and variant.expected.full in v.invariants
+    caught = v is not None and variant.expected in v.invariants
     if v is None and not report.complete:
         code = EXIT_INCOMPLETE
     else:
@@ -190,7 +190,7 @@ def _print(as_json: bool, report: Any, variant: Any, code: int, bounds: Any) -> 
         out.write(f"expected violation of {short} found.\n")
         out.write(f"why it matters: {variant.lesson}\n")
     else:
-        found = report.violation.invariants if report.violation else ("nothing",)
+        found = [i.full for i in report.violation.invariants] if report.violation else ["nothing"]
         out.write(
             f"NOT CAUGHT: expected a violation of {short}, found {', '.join(found)} "
             "(exit 3: the model no longer exhibits this mistake under these bounds)\n"

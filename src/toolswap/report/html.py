@@ -422,7 +422,7 @@ def _invariants(report: Report) -> str:
     items = "".join(
         f'<div class="inv" id="{escape(i.anchor)}">'
         f'<span class="inv-id">{escape(i.invariant)}</span>'
-        f'<div><div class="inv-name">{escape(i.invariant.title)}</div>'
+        f'<div><div class="inv-name">{escape(i.invariant.phrase)}</div>'
         f"<div>{_plain(i.text)}</div></div></div>"
         for i in report.invariants
     )

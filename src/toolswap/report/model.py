@@ -29,7 +29,7 @@ import platform
 import re
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from importlib import metadata
 from typing import Any
 
@@ -436,8 +436,9 @@ def _follow(model: Any, s: Any, step: Any) -> tuple[Any, Any] | None:
     return loose
 
 
-def _pairs(found: Sequence[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
-    return tuple((name, reason) for name, reason in found)
+def _pairs(found: Iterable[tuple[Any, str]]) -> tuple[tuple[str, str], ...]:
+    """(full invariant name, reason) pairs, as the page prints them."""
+    return tuple((invariant.full, reason) for invariant, reason in found)
 
 
 def _lesson(text: str) -> tuple[str, str]:
@@ -468,7 +469,7 @@ def timeline(variant: Any, bounds: Any, report: Any) -> Timeline:
     model = variant.model(bounds)
     correct_model = system.Model(bounds=variant.bounds(bounds))  # same faults, no mistake
     v = report.violation
-    caught = v is not None and variant.expected.full in v.invariants
+    caught = v is not None and variant.expected in v.invariants
     trace = v.trace if v is not None else ()
     steps: list[StepView] = []
     s = model.initial()
@@ -522,7 +523,7 @@ def timeline(variant: Any, bounds: Any, report: Any) -> Timeline:
         depth=report.depth,
         elapsed=report.elapsed,
         caught=caught,
-        broken=tuple(zip(v.invariants, v.reasons, strict=True)) if v is not None else (),
+        broken=_pairs(zip(v.invariants, v.reasons, strict=True)) if v is not None else (),
         steps=tuple(steps),
         correct_broken=_pairs(invariants.violations(correct_model, c)),
         bounds=bounds_dict(bounds),
