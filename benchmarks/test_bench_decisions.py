@@ -6,7 +6,8 @@ code.  Each workload runs here and, as the baseline in the same run, on the
 package of commit ``7310b8b`` (the last commit before that change, taken from
 git, so this pair needs a clone with history), each in a fresh interpreter on
 the same files.  Read the ratio of the two ``cpu_seconds`` (median of the
-rounds); no timing is asserted.
+rounds); no timing is asserted.  Set ``TOOLSWAP_BENCH_BASELINE`` to another
+commit to compare against it instead; the baseline test's id names it.
 
 Workloads (CPU-bound on purpose, so the decision code is what is measured):
 
@@ -38,7 +39,7 @@ from toolswap.domain import ArtifactRetentionClaim, artifact_filename, format_so
 from toolswap.journal import ArtifactRetentionJournal
 
 REPO = Path(__file__).resolve().parent.parent
-BASELINE_COMMIT = "7310b8b"
+BASELINE_COMMIT = os.environ.get("TOOLSWAP_BENCH_BASELINE", "7310b8b")
 ROUNDS = 5
 TRANSACTIONS = 2_000
 FILES = 400
@@ -180,10 +181,11 @@ def test_decisions_this_tree(
     _measure(benchmark, trees["this tree"], workload, session, expect)
 
 
+@pytest.mark.parametrize("baseline", [BASELINE_COMMIT])
 @pytest.mark.parametrize("workload", WORKLOADS)
 @pytest.mark.benchmark(group="decisions")
-def test_decisions_7310b8b_baseline(
-    benchmark: Any, trees: dict[str, Path], sessions: Any, workload: str
+def test_decisions_baseline(
+    benchmark: Any, trees: dict[str, Path], sessions: Any, workload: str, baseline: str
 ) -> None:
     session, expect = sessions[workload]
-    _measure(benchmark, trees[BASELINE_COMMIT], workload, session, expect)
+    _measure(benchmark, trees[baseline], workload, session, expect)

@@ -29,9 +29,11 @@ Rules
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import re
 import shutil
+import signal
 import subprocess
 import tempfile
 import threading
@@ -114,13 +116,20 @@ def _run(command: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 
 class _Background:
-    """The :data:`BACKGROUND` commands, run in order on one thread (rule 7)."""
+    """The :data:`BACKGROUND` commands, run in order on one thread (rule 7).
+
+    Each runs in its own process group, killed when pytest exits: a run that
+    stops early (``-x``, Ctrl-C) must not leave a crash explorer running.
+    """
 
     def __init__(self, commands: list[str]) -> None:
         self.done: dict[str, subprocess.CompletedProcess[str] | BaseException] = {}
         self.ready = {command: threading.Event() for command in commands}
         self.folder = Path(tempfile.mkdtemp(prefix="readme-background-"))
+        self.running: subprocess.Popen[str] | None = None
+        self.stopping = False
         atexit.register(shutil.rmtree, self.folder, True)
+        atexit.register(self._stop)
         self.thread = threading.Thread(target=self._work, args=(commands,), daemon=True)
         self.thread.start()
 
@@ -129,10 +138,44 @@ class _Background:
             cwd = ROOT if command == BENCHMARKS else self.folder / str(index)
             cwd.mkdir(exist_ok=True)
             try:
-                self.done[command] = _run(command, cwd)
+                self.done[command] = self._run(command, cwd)
             except BaseException as exc:  # reported by the command's own test
                 self.done[command] = exc
             self.ready[command].set()
+
+    def _run(self, command: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+        if self.stopping:
+            raise RuntimeError("pytest is exiting")
+        with subprocess.Popen(
+            ["bash", "-c", command],
+            cwd=cwd,
+            env=_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,  # its own group: _stop reaches its children too
+        ) as process:
+            self.running = process
+            try:
+                out, err = process.communicate(timeout=TIMEOUT)
+            except subprocess.TimeoutExpired:
+                self._kill(process)
+                process.communicate()
+                raise
+            finally:
+                self.running = None
+        return subprocess.CompletedProcess(process.args, process.returncode, out, err)
+
+    @staticmethod
+    def _kill(process: subprocess.Popen[str]) -> None:
+        with contextlib.suppress(ProcessLookupError):  # already gone
+            os.killpg(process.pid, signal.SIGKILL)
+
+    def _stop(self) -> None:
+        self.stopping = True
+        process = self.running
+        if process is not None and process.poll() is None:
+            self._kill(process)
 
     def result(self, command: str) -> subprocess.CompletedProcess[str]:
         assert self.ready[command].wait(TIMEOUT * len(self.ready)), f"{command!r} never finished"
