@@ -120,9 +120,12 @@ class ApplyStatus(enum.StrEnum):
     RETAINED_RECENT = "retained_recent"
 
 
-@attrs.frozen
-class EntryFacts:
-    """What a scan knows of one entry; the snapshot is (size, mtime, device, inode)."""
+class EntryFacts(NamedTuple):
+    """What a scan knows of one entry; the snapshot is (size, mtime, device, inode).
+
+    A tuple, not attrs: the implementation builds up to three per file of every
+    cleanup (plan, planned, current), and a tuple is built in half the time.
+    """
 
     kind: EntryKind = EntryKind.REGULAR
     owned_name: bool = True

@@ -972,12 +972,12 @@ def _revalidate_and_delete(
         return decide(None), "vanished during re-validation"
     except OSError as exc:
         if exc.errno == errno.ELOOP:  # replaced by a symlink between lstat and open
-            symlink = attrs.evolve(spec_facts(entry.name, facts), kind=_SYMLINK)
+            symlink = spec_facts(entry.name, facts)._replace(kind=_SYMLINK)
             return decide(symlink), "replaced by a symlink"
         unreadable = spec_facts(entry.name, facts, sha256=entry.sha256, readable=False)
         return decide(unreadable), f"cannot read: {exc.strerror or exc}"
     if sha256 != entry.sha256:  # the facts the table just saw, but for the digest
-        status = decide(attrs.evolve(now_seen, digest=digest_of(sha256)))
+        status = decide(now_seen._replace(digest=digest_of(sha256)))
         if status != DELETED:
             return status, "content changed since the plan (digest differs)"
     if dry:

@@ -77,7 +77,7 @@ from typing import Any, TypeVar
 
 import attrs
 
-from toolswap.spec.lease import LeaseNote, LeaseState
+from toolswap.spec.lease import LeaseNote, LeaseState, RecordPhase
 
 from .decisions import (
     Reconcile,
@@ -1057,7 +1057,7 @@ class ArtifactRetentionJournal:
     def _append(
         self,
         txn: str,
-        phase: LeaseState,
+        phase: RecordPhase,
         claim: ArtifactRetentionClaim,
         now: float | None,
         observed: ObservedIdentity | None = None,

@@ -38,6 +38,11 @@ class SessionPaths:
 
     root: str
     session_id: str
+    # Every artifact path is built from it (cleanup: several per file), so once.
+    _tool_results: str = attrs.field(init=False, repr=False, eq=False)
+
+    def __attrs_post_init__(self) -> None:
+        object.__setattr__(self, "_tool_results", os.path.join(self.root, TOOL_RESULTS))
 
     @classmethod
     def at(cls, session_dir: str | os.PathLike[str], session_id: str | None = None) -> SessionPaths:
@@ -47,7 +52,7 @@ class SessionPaths:
 
     @property
     def tool_results(self) -> str:
-        return os.path.join(self.root, TOOL_RESULTS)
+        return self._tool_results
 
     @property
     def journal(self) -> str:
@@ -61,7 +66,7 @@ class SessionPaths:
         """The path of one artifact name; refuses anything but ``tool_result_NNN.txt``."""
         if not is_artifact_filename(filename):
             raise InvalidSourceId(f"not an artifact file name: {filename!r}")
-        return os.path.join(self.tool_results, filename)
+        return os.path.join(self._tool_results, filename)
 
     def path_for_source(self, source_id: str) -> str:
         """Derive the path from a source id of *this* session, never from a stored path."""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import attrs
 import pytest
 from toolswap.spec import cleanup
 from toolswap.spec.cleanup import ApplyStatus, Claim, EntryFacts, EntryKind, PlanStatus, Policy
@@ -10,17 +9,17 @@ from toolswap.spec.cleanup import ApplyStatus, Claim, EntryFacts, EntryKind, Pla
 NOW = 1000
 POLICY = Policy(orphan_ttl_seconds=100, max_deletions=2)
 OLD = EntryFacts(digest=7, size=3, mtime=NOW - 100, device=1, inode=2)
-YOUNG = attrs.evolve(OLD, mtime=NOW - 99)
+YOUNG = OLD._replace(mtime=NOW - 99)
 
 # (facts, claims, planned so far) -> status, one row per status of docs/design.md section 7.
 PLAN_CASES = [
     ("claimed file gone", None, [Claim(digest=7)], 0, PlanStatus.MISSING_REFERENCED),
-    ("directory", attrs.evolve(OLD, kind=EntryKind.DIRECTORY), [], 0, PlanStatus.DENIED),
-    ("symlink", attrs.evolve(OLD, kind=EntryKind.SYMLINK), [], 0, PlanStatus.DENIED),
-    ("odd name", attrs.evolve(OLD, owned_name=False), [], 0, PlanStatus.DENIED),
+    ("directory", OLD._replace(kind=EntryKind.DIRECTORY), [], 0, PlanStatus.DENIED),
+    ("symlink", OLD._replace(kind=EntryKind.SYMLINK), [], 0, PlanStatus.DENIED),
+    ("odd name", OLD._replace(owned_name=False), [], 0, PlanStatus.DENIED),
     (
         "another owner",
-        attrs.evolve(OLD, trusted=False),
+        OLD._replace(trusted=False),
         [Claim(digest=7)],
         0,
         PlanStatus.RETAINED_UNKNOWN,
@@ -118,7 +117,7 @@ def test_apply_keeps_a_file_claimed_since_the_plan_with_another_digest_as_corrup
 
 
 def test_apply_keeps_a_file_it_cannot_read_now() -> None:
-    current = attrs.evolve(OLD, readable=False)
+    current = OLD._replace(readable=False)
     assert cleanup.revalidate(OLD, current, [], NOW) is ApplyStatus.RETAINED_UNKNOWN
 
 
@@ -152,12 +151,12 @@ def test_apply_keeps_a_file_claimed_since_the_plan() -> None:
     ids=lambda c: next(iter(c)),
 )
 def test_apply_calls_any_change_since_the_plan_a_race(change: dict[str, object]) -> None:
-    current = attrs.evolve(OLD, **change)
+    current = OLD._replace(**change)
     assert cleanup.revalidate(OLD, current, [], NOW) is ApplyStatus.RACE_DETECTED
 
 
 def test_apply_refuses_a_planned_entry_that_was_not_a_regular_file() -> None:
-    odd = attrs.evolve(OLD, kind=EntryKind.OTHER)
+    odd = OLD._replace(kind=EntryKind.OTHER)
     assert cleanup.revalidate(odd, odd, [], NOW) is ApplyStatus.RACE_DETECTED
 
 

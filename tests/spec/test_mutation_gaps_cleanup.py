@@ -9,7 +9,6 @@ wrong one would make that proof vacuous without any test noticing
 
 from __future__ import annotations
 
-import attrs
 import pytest
 from toolswap.spec import cleanup
 from toolswap.spec.cleanup import Claim, EntryFacts, EntryKind
@@ -30,10 +29,10 @@ def test_none_active_is_false_as_soon_as_one_claim_is_active() -> None:
     [
         (OURS, True),
         (None, False),
-        (attrs.evolve(OURS, kind=EntryKind.SYMLINK), False),
-        (attrs.evolve(OURS, kind=EntryKind.DIRECTORY), False),
-        (attrs.evolve(OURS, owned_name=False), False),
-        (attrs.evolve(OURS, trusted=False), False),
+        (OURS._replace(kind=EntryKind.SYMLINK), False),
+        (OURS._replace(kind=EntryKind.DIRECTORY), False),
+        (OURS._replace(owned_name=False), False),
+        (OURS._replace(trusted=False), False),
     ],
     ids=["regular", "gone", "symlink", "directory", "foreign name", "untrusted"],
 )
