@@ -65,7 +65,7 @@ import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 import attrs
 
@@ -158,9 +158,6 @@ APPLY_STATUSES: frozenset[str] = frozenset(
     }
 )
 _SYMLINK = _EntryKind.SYMLINK
-
-#: Plan statuses of an orphan past the TTL: its place in line (oldest first) decides.
-_CANDIDATE = frozenset({PLANNED_DELETE, RETAINED_LIMIT})
 
 
 # -- errors ----------------------------------------------------------------------
@@ -570,8 +567,7 @@ def _plan(
     bytes_total = sum(f.size for f in facts_of.values())
     files_done = 0
     bytes_before = 0
-    candidates: list[tuple[int, str]] = []
-    hashed: dict[str, tuple[FileSnapshot, str, Any, str]] = {}
+    hashed: list[tuple[int, str, FileSnapshot, _Read]] = []
     planned = 0
 
     def report(done: int) -> None:
@@ -594,21 +590,26 @@ def _plan(
         if isinstance(entry, PlanEntry):
             decided[name] = entry
         else:
-            hashed[name] = (snapshot, *entry)
-            candidates.append((facts.mtime_ns, name))
+            hashed.append((facts.mtime_ns, name, snapshot, entry))
 
-    candidates.sort()  # oldest orphans are planned first: they count toward the limit first
-    for _, name in candidates:
-        snapshot, sha256, seen, first = hashed[name]
-        # the same question as the first pass while nothing is planned yet: same answer
-        status = first if planned == 0 else plan_status(seen, (), rules, now, planned)
+    # Every file that was read is asked once, oldest first, with what is planned so
+    # far: the oldest orphans count toward max_deletions first.
+    hashed.sort(key=lambda h: (h[0], h[1]))
+    for _, name, snapshot, read in hashed:
+        status = plan_status(read.seen, read.claims, rules, now, planned)
+        reason = read.reason
         if status == PLANNED_DELETE:
             planned += 1
             reason = "unreferenced orphan past the TTL"
-        else:
+        elif status == RETAINED_LIMIT:
             reason = f"orphan past the TTL beyond max_deletions={policy.max_deletions}"
         decided[name] = PlanEntry(
-            name=name, status=status, reason=reason, snapshot=snapshot, sha256=sha256
+            name=name,
+            status=status,
+            reason=reason,
+            snapshot=snapshot,
+            sha256=read.sha256,
+            reference_count=read.references,
         )
 
     for name, digests in index.by_name.items():
@@ -646,6 +647,16 @@ def _denial(name: str, facts: FileFacts) -> str | None:
     return None
 
 
+class _Read(NamedTuple):
+    """A file whose bytes were read: what the plan rows need, asked in age order."""
+
+    sha256: str
+    seen: Any  # the spec's EntryFacts
+    claims: tuple[Any, ...]
+    references: int
+    reason: str  # why, unless the rows plan it or the limit keeps it
+
+
 def _decide_file(
     paths: SessionPaths,
     name: str,
@@ -657,8 +668,8 @@ def _decide_file(
     fs: FileSystem,
     now: float,
     report: _Hashed,
-) -> PlanEntry | tuple[str, Any, str]:
-    """A final entry, or (digest, facts, status) of an orphan past the TTL (a candidate).
+) -> PlanEntry | _Read:
+    """A final entry for a file that was not read, or what was read (asked later, by age).
 
     Facts are gathered in the order the rows read them, so a file the table
     already decided on (another uid) is never read.
@@ -667,34 +678,31 @@ def _decide_file(
     claims = spec_claims(digests)
     count = sum(digests.values()) if digests else 0
 
-    def decide(
-        reason: str, sha256: str | None = None, *, trusted: bool = True, gone: bool = False
-    ) -> PlanEntry | tuple[str, Any, str]:
-        seen = None if gone else spec_facts(name, facts, trusted=trusted, sha256=sha256, owned=True)
-        status = plan_status(seen, claims, rules, now, 0)
-        if sha256 is not None and status in _CANDIDATE:  # its place in line decides
-            return sha256, seen, status
+    def decide(reason: str, sha256: str | None = None, *, trusted: bool = True) -> _Read:
+        seen = spec_facts(name, facts, trusted=trusted, sha256=sha256, owned=True)
+        return _Read(sha256 or "", seen, claims, count, reason)
+
+    def final(read: _Read | None, reason: str) -> PlanEntry:
+        status = plan_status(None if read is None else read.seen, claims, rules, now, 0)
         return PlanEntry(
-            name=name,
-            status=status,
-            reason=reason,
-            snapshot=snapshot,
-            sha256=sha256,
-            reference_count=count,
+            name=name, status=status, reason=reason, snapshot=snapshot, reference_count=count
         )
 
+    def untrusted(reason: str) -> PlanEntry:
+        return final(decide(reason, trusted=False), reason)
+
     if facts.uid != uid:
-        return decide(f"owned by uid {facts.uid}, not {uid}", trusted=False)
+        return untrusted(f"owned by uid {facts.uid}, not {uid}")
     try:
         sha256 = _stream_sha256(fs, paths.artifact_path(name), facts, report)
     except FileNotFoundError:
         if digests:
-            return decide("vanished while it was planned; it is referenced", gone=True)
-        return decide("vanished while it was planned", trusted=False)
+            return final(None, "vanished while it was planned; it is referenced")
+        return untrusted("vanished while it was planned")
     except OSError as exc:
-        return decide(f"cannot read: {exc.strerror or exc}", trusted=False)
+        return untrusted(f"cannot read: {exc.strerror or exc}")
     if sha256 is None:
-        return decide("changed while it was hashed", trusted=False)
+        return untrusted("changed while it was hashed")
     if digests:
         return decide(_claim_reason(digests, sha256), sha256)
     age = now - facts.mtime_ns / 1e9
