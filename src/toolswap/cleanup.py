@@ -678,18 +678,18 @@ def _decide_file(
     claims = spec_claims(digests)
     count = sum(digests.values()) if digests else 0
 
-    def decide(reason: str, sha256: str | None = None, *, trusted: bool = True) -> _Read:
-        seen = spec_facts(name, facts, trusted=trusted, sha256=sha256, owned=True)
-        return _Read(sha256 or "", seen, claims, count, reason)
+    def read(reason: str, sha256: str) -> _Read:
+        seen = spec_facts(name, facts, sha256=sha256, owned=True)
+        return _Read(sha256, seen, claims, count, reason)
 
-    def final(read: _Read | None, reason: str) -> PlanEntry:
-        status = plan_status(None if read is None else read.seen, claims, rules, now, 0)
+    def final(seen: Any, reason: str) -> PlanEntry:
+        status = plan_status(seen, claims, rules, now, 0)
         return PlanEntry(
             name=name, status=status, reason=reason, snapshot=snapshot, reference_count=count
         )
 
     def untrusted(reason: str) -> PlanEntry:
-        return final(decide(reason, trusted=False), reason)
+        return final(spec_facts(name, facts, trusted=False, owned=True), reason)
 
     if facts.uid != uid:
         return untrusted(f"owned by uid {facts.uid}, not {uid}")
@@ -704,10 +704,10 @@ def _decide_file(
     if sha256 is None:
         return untrusted("changed while it was hashed")
     if digests:
-        return decide(_claim_reason(digests, sha256), sha256)
+        return read(_claim_reason(digests, sha256), sha256)
     age = now - facts.mtime_ns / 1e9
     reason = f"unreferenced, {max(age, 0.0):.0f}s old < TTL {rules.orphan_ttl_seconds:g}s"
-    return decide(reason, sha256)
+    return read(reason, sha256)
 
 
 def plan_cleanup(
