@@ -77,6 +77,7 @@ from .decisions import (
     apply_status,
     claim_active,
     digest_of,
+    hashed_digest,
     plan_status,
     planned_facts,
     spec_claims,
@@ -477,31 +478,45 @@ def _stream_sha256(
 ) -> str | None:
     """The SHA-256 of ``path`` if it is still the file ``expected`` describes, else None.
 
-    Opens without following a symlink, checks that the open file is the one that
-    was ``lstat``-ed, streams it in 1 MiB chunks, and checks it did not change
-    while it was read.
+    Opens a regular file without following a symlink, streams at most one byte
+    more than ``expected.size`` in 1 MiB chunks, then checks on the open handle
+    that it is the file that was ``lstat``-ed (device, inode) and that it did
+    not change while it was read (size, mtime).  The identity is checked after
+    the read, not before: a handle's file never changes, and the read is
+    bounded, so one ``fstat`` tells both.
     """
     handle = fs.open_read(path)
     try:
-        opened = fs.fstat(handle)
-        if (opened.device, opened.inode) != (expected.device, expected.inode) or not (
-            opened.is_regular
-        ):
-            return None
         digest = hashlib.sha256()
         done = 0
         while True:
-            chunk = fs.read(handle, CHUNK_SIZE)
+            # One byte past the size the lstat saw: a small file takes one read,
+            # not a second one to find its end, and a byte more is a change.
+            left = expected.size - done + 1
+            chunk = fs.read(handle, CHUNK_SIZE if left > CHUNK_SIZE else left)
             if not chunk:
                 break
             digest.update(chunk)
             done += len(chunk)
             if on_chunk is not None:
                 on_chunk(done)
+            if done >= expected.size:
+                break  # the size it had, or more: the fstat below tells a grown file
         after = fs.fstat(handle)
     finally:
         fs.close(handle)
-    if done != expected.size or (after.size, after.mtime_ns) != (expected.size, expected.mtime_ns):
+    seen = (after.device, after.inode, after.size, after.mtime_ns)
+    if (
+        done != expected.size
+        or not after.is_regular
+        or seen
+        != (
+            expected.device,
+            expected.inode,
+            expected.size,
+            expected.mtime_ns,
+        )
+    ):
         return None
     return digest.hexdigest()
 
@@ -546,17 +561,18 @@ def _plan(
     for name in names:
         if name in {".", ".."} or "/" in name or "\0" in name:  # pragma: no cover - OS never
             continue
-        claims = spec_claims(index.by_name.get(name))
         try:
             facts = fs.lstat(os.path.join(paths.tool_results, name))
         except FileNotFoundError:
             continue  # vanished between listdir and lstat: nothing to decide
         except OSError as exc:
+            claims = spec_claims(index.by_name.get(name))
             status = plan_status(spec_facts(name, None), claims, rules, now, 0)
             decided[name] = PlanEntry(name=name, status=status, reason=f"cannot inspect: {exc}")
             continue
         denial = _denial(name, facts)
         if denial is not None:
+            claims = spec_claims(index.by_name.get(name))
             status = plan_status(spec_facts(name, facts), claims, rules, now, 0)
             decided[name] = PlanEntry(name=name, status=status, reason=denial)
             continue
@@ -603,6 +619,9 @@ def _plan(
             reason = "unreferenced orphan past the TTL"
         elif status == RETAINED_LIMIT:
             reason = f"orphan past the TTL beyond max_deletions={policy.max_deletions}"
+        elif reason is None:
+            age = max(now - read.seen.mtime, 0.0)
+            reason = f"unreferenced, {age:.0f}s old < TTL {policy.orphan_ttl_seconds:g}s"
         decided[name] = PlanEntry(
             name=name,
             status=status,
@@ -654,7 +673,9 @@ class _Read(NamedTuple):
     seen: Any  # the spec's EntryFacts
     claims: tuple[Any, ...]
     references: int
-    reason: str  # why, unless the rows plan it or the limit keeps it
+    # Why, unless the rows plan it or the limit keeps it; None: unclaimed, so
+    # its age (worded only if the table keeps it, most are planned).
+    reason: str | None
 
 
 def _decide_file(
@@ -677,37 +698,32 @@ def _decide_file(
     digests = index.by_name.get(name)
     claims = spec_claims(digests)
     count = sum(digests.values()) if digests else 0
-
-    def read(reason: str, sha256: str) -> _Read:
-        seen = spec_facts(name, facts, sha256=sha256, owned=True)
-        return _Read(sha256, seen, claims, count, reason)
-
-    def final(seen: Any, reason: str) -> PlanEntry:
-        status = plan_status(seen, claims, rules, now, 0)
-        return PlanEntry(
-            name=name, status=status, reason=reason, snapshot=snapshot, reference_count=count
-        )
-
-    def untrusted(reason: str) -> PlanEntry:
-        return final(spec_facts(name, facts, trusted=False, owned=True), reason)
-
+    sha256: str | None = None
+    gone = False
     if facts.uid != uid:
-        return untrusted(f"owned by uid {facts.uid}, not {uid}")
-    try:
-        sha256 = _stream_sha256(fs, paths.artifact_path(name), facts, report)
-    except FileNotFoundError:
-        if digests:
-            return final(None, "vanished while it was planned; it is referenced")
-        return untrusted("vanished while it was planned")
-    except OSError as exc:
-        return untrusted(f"cannot read: {exc.strerror or exc}")
-    if sha256 is None:
-        return untrusted("changed while it was hashed")
-    if digests:
-        return read(_claim_reason(digests, sha256), sha256)
-    age = now - facts.mtime_ns / 1e9
-    reason = f"unreferenced, {max(age, 0.0):.0f}s old < TTL {rules.orphan_ttl_seconds:g}s"
-    return read(reason, sha256)
+        reason = f"owned by uid {facts.uid}, not {uid}"
+    else:
+        try:
+            sha256 = _stream_sha256(fs, paths.artifact_path(name), facts, report)
+            reason = "changed while it was hashed"
+        except FileNotFoundError:
+            gone = True
+            reason = "vanished while it was planned"
+        except OSError as exc:
+            reason = f"cannot read: {exc.strerror or exc}"
+    if sha256 is not None:
+        seen = spec_facts(name, facts, owned=True, digest=hashed_digest(sha256))
+        why = _claim_reason(digests, sha256) if digests else None
+        return _Read(sha256, seen, claims, count, why)
+    if gone and digests:
+        reason += "; it is referenced"
+        unread = None  # the claimed file is gone: the table's first row
+    else:
+        unread = spec_facts(name, facts, trusted=False, owned=True)
+    status = plan_status(unread, claims, rules, now, 0)
+    return PlanEntry(
+        name=name, status=status, reason=reason, snapshot=snapshot, reference_count=count
+    )
 
 
 def plan_cleanup(
@@ -908,6 +924,7 @@ def _apply_locked(
     _check_plan_target(paths, plan, fs)
     uid = fs.current_uid()
     dry = plan.policy.dry_run
+    rules = spec_policy(plan.policy.orphan_ttl_seconds, plan.policy.max_deletions)
     if not dry and plan.planned:
         # S6: remember the deleted names apart from the mark, durably, before
         # any unlink, so a lost mark is reconstructed above them (high_water).
@@ -918,7 +935,7 @@ def _apply_locked(
     outcomes: list[ReportEntry] = []
     deleted_any = False
     for entry in plan.planned:
-        status, reason = _revalidate_and_delete(paths, entry, index, plan.policy, fs, uid, now, dry)
+        status, reason = _revalidate_and_delete(paths, entry, index, rules, fs, uid, now, dry)
         deleted_any = deleted_any or status == DELETED
         outcomes.append(ReportEntry(name=entry.name, status=status, reason=reason))
     if deleted_any:
@@ -935,7 +952,7 @@ def _revalidate_and_delete(
     paths: SessionPaths,
     entry: PlanEntry,
     index: _ClaimIndex,
-    policy: ArtifactCleanupPolicy,
+    rules: Any,
     fs: FileSystem,
     uid: int,
     now: float,
@@ -950,9 +967,8 @@ def _revalidate_and_delete(
     assert expected is not None and entry.sha256 is not None  # _check_plan_shape
     digests = index.by_name.get(entry.name)
     claims = spec_claims(digests)
-    rules = spec_policy(policy.orphan_ttl_seconds, policy.max_deletions)
     planned = planned_facts(
-        entry.name, entry.sha256, expected.size, expected.mtime_ns, expected.device, expected.inode
+        entry.sha256, expected.size, expected.mtime_ns, expected.device, expected.inode
     )
 
     def decide(current: Any) -> str:
@@ -969,7 +985,7 @@ def _revalidate_and_delete(
     except OSError as exc:
         return decide(spec_facts(entry.name, None)), f"cannot inspect: {exc.strerror or exc}"
     now_seen = spec_facts(
-        entry.name, facts, trusted=facts.uid == uid, sha256=entry.sha256, owned=True
+        entry.name, facts, trusted=facts.uid == uid, owned=True, digest=planned.digest
     )
     status = decide(now_seen)
     if status != DELETED:
@@ -985,7 +1001,7 @@ def _revalidate_and_delete(
         unreadable = spec_facts(entry.name, facts, sha256=entry.sha256, readable=False)
         return decide(unreadable), f"cannot read: {exc.strerror or exc}"
     if sha256 != entry.sha256:  # the facts the table just saw, but for the digest
-        status = decide(now_seen._replace(digest=digest_of(sha256)))
+        status = decide(now_seen._replace(digest=digest_of(sha256)))  # None: changed
         if status != DELETED:
             return status, "content changed since the plan (digest differs)"
     if dry:

@@ -51,6 +51,7 @@ __all__ = [
     "seal_decision",
     "spec_facts",
     "digest_of",
+    "hashed_digest",
     "spec_claims",
     "lease_protects",
     "claim_active",
@@ -61,13 +62,12 @@ __all__ = [
 ]
 
 #: What ``lstat``'s file type is, as the cleanup rows read it (anything else: OTHER).
-_KIND_OF_TYPE: Mapping[int, Any] = MappingProxyType(
-    {
-        stat.S_IFREG: _cleanup.EntryKind.REGULAR,
-        stat.S_IFDIR: _cleanup.EntryKind.DIRECTORY,
-        stat.S_IFLNK: _cleanup.EntryKind.SYMLINK,
-    }
-)
+_REGULAR = _cleanup.EntryKind.REGULAR
+_KIND_OF_TYPE: dict[int, Any] = {  # private and never written: a dict is the fastest look-up
+    stat.S_IFREG: _REGULAR,
+    stat.S_IFDIR: _cleanup.EntryKind.DIRECTORY,
+    stat.S_IFLNK: _cleanup.EntryKind.SYMLINK,
+}
 
 #: Digests no claim or file can have (digests are 64 hex digits): not read, or not a digest.
 _UNREAD = -1
@@ -242,6 +242,7 @@ def spec_facts(
     sha256: str | None = None,
     readable: bool = True,
     owned: bool | None = None,
+    digest: int | None = None,
 ) -> Any:
     """What the cleanup rows read of one entry, from its ``lstat`` (None: cannot be inspected).
 
@@ -249,6 +250,7 @@ def spec_facts(
     error, a change while hashing).  ``sha256`` None: the bytes were not read.
     ``readable`` False: reading them failed (apply's row "cannot be read now").
     ``owned``: whether ``name`` is an artifact name, when the caller checked already.
+    ``digest``: ``digest_of(sha256)`` when the caller has it already (it wins).
     """
     kinds = _cleanup.EntryKind
     owned_name = is_artifact_filename(name) if owned is None else owned
@@ -256,19 +258,20 @@ def spec_facts(
         return _cleanup.EntryFacts(
             kind=kinds.OTHER, owned_name=owned_name, trusted=False, readable=False
         )
-    kind = _KIND_OF_TYPE.get(stat.S_IFMT(facts.mode), kinds.OTHER)
+    # Positional, in the fields' order (a test holds it): built twice per file a
+    # cleanup reads, and keywords would double the cost of building the tuple.
     return _cleanup.EntryFacts(
-        kind=kind,
-        owned_name=owned_name,
-        linked=facts.nlink > 1,
-        trusted=trusted,
-        readable=readable,
-        digest=digest_of(sha256),
-        size=facts.size,
-        mtime=facts.mtime_ns / 1e9,  # seconds, as the TTL is
-        mtime_exact=facts.mtime_ns,
-        device=facts.device,
-        inode=facts.inode,
+        _KIND_OF_TYPE.get(stat.S_IFMT(facts.mode), kinds.OTHER),  # kind
+        owned_name,
+        facts.nlink > 1,  # linked
+        trusted,
+        readable,
+        digest_of(sha256) if digest is None else digest,
+        facts.size,
+        facts.mtime_ns / 1e9,  # mtime, in seconds as the TTL is
+        facts.device,
+        facts.inode,
+        facts.mtime_ns,  # mtime_exact
     )
 
 
@@ -283,6 +286,14 @@ def digest_of(sha256: object) -> int:
     if isinstance(sha256, str) and _SHA256.fullmatch(sha256):
         return int(sha256, 16)
     return _NOT_A_DIGEST
+
+
+def hashed_digest(sha256: str) -> int:
+    """``digest_of`` for a digest this process just computed (hashlib's ``hexdigest``).
+
+    Skips the shape check, which only a digest read from a plan needs.
+    """
+    return int(sha256, 16)
 
 
 def spec_claims(digests: Mapping[str, int] | None) -> tuple[Any, ...]:
@@ -322,21 +333,25 @@ def spec_policy(orphan_ttl_seconds: float, max_deletions: int) -> Any:
 
 
 def planned_facts(
-    name: str, sha256: object, size: object, mtime_ns: object, device: object, inode: object
+    sha256: object, size: object, mtime_ns: object, device: object, inode: object
 ) -> Any:
     """What a plan says it saw of a ``planned_delete`` entry: ours, regular, one link, hashed.
 
     A plan is only a list of candidates: values no scan could have produced
     (a forged plan) become facts no file has, so the file is kept (a race).
     """
-    return _cleanup.EntryFacts(
-        owned_name=is_artifact_filename(name),  # apply's plan check: always True here
-        digest=digest_of(sha256),
-        size=size,
-        mtime=_seconds(mtime_ns),
-        mtime_exact=mtime_ns,
-        device=device,
-        inode=inode,
+    return _cleanup.EntryFacts(  # positional, in the fields' order, as in spec_facts
+        _REGULAR,  # kind
+        True,  # owned_name: apply's plan check refused a planned name that is not ours
+        False,  # linked
+        True,  # trusted
+        True,  # readable
+        digest_of(sha256),
+        size,
+        _seconds(mtime_ns),  # mtime
+        device,
+        inode,
+        mtime_ns,  # mtime_exact
     )
 
 

@@ -483,6 +483,41 @@ def test_a_file_that_grew_is_race_detected(tmp_path: pathlib.Path) -> None:
     assert exists(paths, name)
 
 
+def test_a_file_that_changes_while_apply_rehashes_it_is_race_detected(
+    tmp_path: pathlib.Path,
+) -> None:
+    paths = make_session(tmp_path)
+    name = put(paths, 1, b"steady at plan time")
+    plan = plan_cleanup(paths, [], policy=DELETE, now=NOW)
+    report = apply_cleanup(paths, plan, claims=[], now=NOW, fs=GrowingFS())
+    assert report.entry(name).status == "race_detected"
+    assert exists(paths, name)
+
+
+class SwappedAfterLstatFS(OsFileSystem):
+    """Renames another regular file of the same size over the artifact once it was lstat-ed."""
+
+    def __init__(self, impostor: str) -> None:
+        super().__init__()
+        self.impostor = impostor
+
+    def open_read(self, path: str) -> int:
+        os.replace(self.impostor, path)
+        return super().open_read(path)
+
+
+def test_a_file_swapped_in_between_lstat_and_open_is_never_hashed_as_the_artifact(
+    tmp_path: pathlib.Path,
+) -> None:
+    paths = make_session(tmp_path)
+    name = put(paths, 1, b"original")
+    impostor = tmp_path / "impostor"
+    impostor.write_bytes(b"imposter")  # same size: only its inode tells it apart
+    set_mtime(str(impostor), OLD)
+    plan = plan_cleanup(paths, [], policy=DELETE, now=NOW, fs=SwappedAfterLstatFS(str(impostor)))
+    assert plan.entry(name).status == "retained_unknown"
+
+
 def test_a_file_replaced_by_an_outside_symlink_is_never_followed_or_deleted(
     tmp_path: pathlib.Path,
 ) -> None:

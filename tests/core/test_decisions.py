@@ -30,7 +30,7 @@ from toolswap import decisions
 from toolswap.cleanup import ArtifactCleanupPolicy, PlanEntry, plan_cleanup
 from toolswap.domain import ArtifactRetentionClaim, format_source_id
 from toolswap.errors import UsageError
-from toolswap.fs import OsFileSystem
+from toolswap.fs import FileFacts, OsFileSystem
 from toolswap.journal import ArtifactRetentionJournal, IllegalTransitionError
 from toolswap.owner import ObservedState, ReconcileStatus
 from toolswap.session import SessionPaths
@@ -355,6 +355,36 @@ def test_a_lease_the_table_settles_whatever_is_seen_is_not_asked_about(
     report = journal.reconcile_reference("t1", Unreachable())  # type: ignore[arg-type]
     assert decisions.unobserved_decision(state) is not None
     assert report.status.value == f"already_{state.value.lower()}"
+
+
+# -- the facts the cleanup rows read, built positionally for speed -------------------
+
+
+def test_the_facts_of_a_file_carry_each_value_in_its_own_field() -> None:
+    facts = FileFacts(
+        size=11, mtime_ns=3_000_000_000, ctime_ns=5, device=7, inode=13, uid=0, mode=0o100600
+    )
+    seen = decisions.spec_facts("tool_result_001.txt", facts, trusted=False, digest=17)
+    assert seen._asdict() == {
+        "kind": spec_cleanup.EntryKind.REGULAR,
+        "owned_name": True,
+        "linked": False,
+        "trusted": False,
+        "readable": True,
+        "digest": 17,
+        "size": 11,
+        "mtime": 3.0,
+        "device": 7,
+        "inode": 13,
+        "mtime_exact": 3_000_000_000,
+    }
+
+
+def test_the_facts_a_plan_saw_carry_each_value_in_its_own_field() -> None:
+    planned = decisions.planned_facts("0" * 63 + "f", 11, 3_000_000_000, 7, 13)
+    assert planned == spec_cleanup.EntryFacts(
+        digest=15, size=11, mtime=3.0, device=7, inode=13, mtime_exact=3_000_000_000
+    )
 
 
 # -- the cleanup plan: every row of PLAN_RULES ----------------------------------------

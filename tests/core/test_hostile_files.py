@@ -124,6 +124,22 @@ def test_a_regular_file_opened_by_the_seam_blocks_normally_again(tmp_path: Path)
         REAL_FS.close(handle)
 
 
+def test_an_append_handle_still_appends_once_it_blocks_again(tmp_path: Path) -> None:
+    import fcntl
+
+    path = tmp_path / "f"
+    path.write_bytes(b"first ")
+    handle = REAL_FS.open_append(str(path))
+    try:
+        flags = fcntl.fcntl(handle, fcntl.F_GETFL)
+        assert flags & os.O_APPEND and not flags & os.O_NONBLOCK
+        os.lseek(handle, 0, os.SEEK_SET)
+        REAL_FS.write(handle, b"second")
+    finally:
+        REAL_FS.close(handle)
+    assert path.read_bytes() == b"first second"
+
+
 # -- hard links: a link inside tool-results/ may be someone else's file (S7) -------------
 
 
