@@ -871,6 +871,7 @@ class ProtocolMachine(RuleBasedStateMachine):
                 else 0,
                 size=facts.size,
                 mtime=facts.mtime_ns / 1e9,
+                mtime_exact=facts.mtime_ns,
                 device=facts.device,
                 inode=facts.inode,
             )
@@ -883,6 +884,7 @@ class ProtocolMachine(RuleBasedStateMachine):
             digest=int(sha(m.files[name]), 16),
             size=facts.size,
             mtime=facts.mtime_ns / 1e9,
+            mtime_exact=facts.mtime_ns,
             device=facts.device,
             inode=facts.inode,
         )

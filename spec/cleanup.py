@@ -19,8 +19,9 @@ the first matching row of :data:`PLAN_RULES` decides:
 9. the plan already holds ``max_deletions``     -> ``retained_limit``
 10. otherwise                                 -> ``planned_delete``
 
-:func:`plan` counts toward ``max_deletions`` in name order; the implementation
-counts oldest first (the same rows, asked with its own running count).
+:func:`plan` asks the rows oldest first (``mtime``, then ``mtime_exact``, then
+the name), each with the number planned so far, so the oldest orphans count
+toward ``max_deletions`` first; the implementation asks in the same order.
 
 A claim is *active* when it is pending (PREPARED: no expiry, whatever its
 ``retain_until``), or when it counts references and ``retain_until`` is unset
@@ -287,23 +288,35 @@ def plan(
     policy: Policy,
     now: int,
 ) -> tuple[tuple[str, PlanStatus], ...]:
-    """Classify every (name, facts, claims) entry in name order; counts toward ``max_deletions``.
+    """Classify every (name, facts, claims) entry, oldest first; the result is in name order.
 
-    An entry with neither a file nor a claim is not an entry and is skipped.
+    Each entry is asked with the number planned before it, so the limit keeps
+    the youngest orphans (``retained_limit``).  An entry with neither a file
+    nor a claim is not an entry and is skipped.
 
     post: len(__return__) <= len(entries)
     post: _planned(__return__) <= max(policy.max_deletions, 0)
     """
     result: list[tuple[str, PlanStatus]] = []
     planned = 0
-    for name, facts, claims in sorted(entries, key=lambda e: e[0]):
+    for name, facts, claims in sorted(entries, key=_age_order):
         if facts is None and not claims:
             continue
         status = classify(facts, claims, policy, now, planned)
         if status is PlanStatus.PLANNED_DELETE:
             planned += 1
         result.append((name, status))
-    return tuple(result)
+    return tuple(sorted(result, key=lambda r: r[0]))
+
+
+def _age_order(
+    entry: tuple[str, EntryFacts | None, Sequence[Claim]],
+) -> tuple[bool, float, int, str]:
+    """Oldest first; an entry without a file (never planned) before every file."""
+    name, facts, _ = entry
+    if facts is None:
+        return (False, 0, 0, name)
+    return (True, facts.mtime, facts.mtime_exact, name)
 
 
 class _Recheck(NamedTuple):

@@ -552,6 +552,31 @@ def _replace_row(
     return swapped
 
 
+def test_the_plan_counts_max_deletions_in_the_order_of_the_spec_plan(
+    tmp_path: pathlib.Path,
+) -> None:
+    paths = SessionPaths.at(tmp_path / "s1")
+    os.makedirs(paths.tool_results)
+    ages = {3: 30 * 86400, 1: 10 * 86400, 4: 40 * 86400, 2: 20 * 86400}  # not in name order
+    entries = []
+    for number, age in ages.items():
+        name = f"tool_result_{number:03d}.txt"
+        path = os.path.join(paths.tool_results, name)
+        with open(path, "wb") as handle:
+            handle.write(b"orphan %d" % number)
+        mtime_ns = int((NOW - age) * 1e9)
+        os.utime(path, ns=(mtime_ns, mtime_ns))
+        with open(path, "rb") as handle:
+            digest = hashlib.sha256(handle.read()).hexdigest()
+        facts = OsFileSystem().lstat(path)
+        entries.append((name, decisions.spec_facts(name, facts, sha256=digest), ()))
+    policy = ArtifactCleanupPolicy(orphan_ttl_seconds=86400, max_deletions=2)
+    plan = plan_cleanup(paths, [], policy=policy, now=NOW)
+    expected = spec_cleanup.plan(entries, _spec_policy(policy), int(NOW))
+    assert [(e.name, e.status) for e in plan.entries] == [(n, s.value) for n, s in expected]
+    assert {e.name for e in plan.planned} == {"tool_result_003.txt", "tool_result_004.txt"}
+
+
 # -- cleanup apply: every row of APPLY_RULES ----------------------------------------
 
 

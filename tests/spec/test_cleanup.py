@@ -82,7 +82,28 @@ def test_a_committed_claim_holds_while_counted_and_before_retain_until(
     assert cleanup.claim_is_active(claim, NOW) is active
 
 
-def test_plan_stops_planning_at_max_deletions_in_name_order() -> None:
+def test_plan_counts_the_oldest_orphans_toward_max_deletions_first() -> None:
+    ages = {"tool_result_001.txt": 3, "tool_result_002.txt": 1, "tool_result_003.txt": 2}
+    entries = [(n, OLD._replace(mtime=NOW - 200 - a), ()) for n, a in ages.items()]
+    result = cleanup.plan(entries, POLICY, NOW)
+    assert result == (
+        ("tool_result_001.txt", PlanStatus.PLANNED_DELETE),
+        ("tool_result_002.txt", PlanStatus.RETAINED_LIMIT),
+        ("tool_result_003.txt", PlanStatus.PLANNED_DELETE),
+    )
+
+
+def test_plan_breaks_an_equal_mtime_by_the_exact_one_then_the_name() -> None:
+    entries = [
+        ("tool_result_001.txt", OLD._replace(mtime_exact=9), ()),
+        ("tool_result_002.txt", OLD._replace(mtime_exact=5), ()),
+        ("tool_result_003.txt", OLD._replace(mtime_exact=5), ()),
+    ]
+    result = cleanup.plan(entries, POLICY, NOW)
+    assert dict(result)["tool_result_001.txt"] is PlanStatus.RETAINED_LIMIT
+
+
+def test_plan_stops_planning_at_max_deletions_in_name_order_among_equal_ages() -> None:
     entries = [(f"tool_result_{i:03d}.txt", OLD, ()) for i in (3, 1, 2)]
     result = cleanup.plan(entries, POLICY, NOW)
     assert result == (
