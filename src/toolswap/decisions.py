@@ -156,7 +156,7 @@ def _step(current: LeaseState, target: LeaseState) -> tuple[LeaseState, bool] | 
 
 
 class Reconcile:
-    """The decision a reconciliation row yields, in the journal's terms."""
+    """The decision a reconciliation row yields, in the journal's terms (shared: read only)."""
 
     __slots__ = ("seal_first", "target", "status", "record_observed")
 
@@ -176,18 +176,39 @@ def observation_kind(state: ObservedState | None, identity_matches: bool, sealed
     ``state`` None: no usable observation (the inspection failed, or it named
     another transaction), which is UNKNOWN: an owner failure is never absence.
     """
-    seen = _owner.Observation(
-        state=_OBSERVED_STATE_OF.get(state, ObservedState.UNKNOWN),
-        generation=0,  # the rows do not read it; the seal compares generations itself
-        sealed=sealed is True,  # only a real True is a tombstone: anything else may not be
-        identity_matches=identity_matches,
-    )
-    return _reconcile.classify_observation(seen)
+    classify = _reconcile.classify_observation
+    shown = _OBSERVED_STATE_OF.get(state, ObservedState.UNKNOWN)
+    # Only a real True is a tombstone: anything else may not be.
+    key = (classify, shown, bool(identity_matches), sealed is True)
+    kind = _KINDS.get(key)
+    if kind is None:  # eight cases at most, per classifier (a replaced one starts afresh)
+        seen = _owner.Observation(
+            state=shown,
+            generation=0,  # the rows do not read it; the seal compares generations itself
+            sealed=key[3],
+            identity_matches=key[2],
+        )
+        kind = _KINDS[key] = classify(seen)
+    return kind
+
+
+_KINDS: dict[tuple[Any, ObservedState, bool, bool], Any] = {}
 
 
 def reconcile_decision(phase: LeaseState, kind: Any) -> Reconcile:
     """The reconciliation table's row for a lease in ``phase`` given an observation ``kind``."""
-    return Reconcile(_reconcile.decide(phase, kind))
+    return _in_journal_terms(_reconcile.decide(phase, kind))
+
+
+def _in_journal_terms(decision: Any) -> Reconcile:
+    """``Reconcile(decision)``, built once per row's value (a replaced row is a new key)."""
+    view = _JOURNAL_TERMS.get(decision)
+    if view is None:
+        view = _JOURNAL_TERMS[decision] = Reconcile(decision)
+    return view
+
+
+_JOURNAL_TERMS: dict[Any, Reconcile] = {}
 
 
 def unobserved_decision(phase: LeaseState) -> Reconcile | None:
@@ -224,7 +245,7 @@ def seal_decision(answer: object) -> Reconcile:
         result = results.STALE
     else:
         result = results.UNKNOWN
-    return Reconcile(_reconcile.after_seal(result))
+    return _in_journal_terms(_reconcile.after_seal(result))
 
 
 def plan_status(

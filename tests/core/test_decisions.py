@@ -325,6 +325,20 @@ def test_every_seal_table_row_but_already_sealed_is_reached_through_the_seal() -
     assert set(SEAL_ANSWERS) == set(SealResult) - {SealResult.ALREADY_SEALED}
 
 
+def test_reconciliation_follows_a_replaced_observation_classifier(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    journal, claim = _journal_in(tmp_path, L.PREPARED)
+    before = decisions.observation_kind(ObservedState.PUBLISHED, True, None)  # remembered
+    assert before is K.PUBLISHED_MATCH
+    # the mutant: the classifier calls everything unknown; a remembered kind must not hide it
+    monkeypatch.setattr(spec_reconcile, "classify_observation", lambda seen: K.UNKNOWN)
+    report = journal.reconcile_reference(
+        "t1", _ScriptedOwner(claim, K.PUBLISHED_MATCH, lambda: True)
+    )
+    assert report.status is spec_reconcile.ReconcileStatus.PENDING_UNKNOWN
+
+
 @pytest.mark.parametrize(
     "key", list(spec_reconcile.RECONCILE_TABLE), ids=lambda k: f"{k[0].name}-{k[1].name}"
 )
