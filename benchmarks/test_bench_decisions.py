@@ -5,9 +5,12 @@ look their decisions up in ``toolswap.spec`` instead of deciding in their own
 code.  Each workload runs here and, as the baseline in the same run, on the
 package of commit ``7310b8b`` (the last commit before that change, taken from
 git, so this pair needs a clone with history), each in a fresh interpreter on
-the same files.  Read the ratio of the two ``cpu_seconds`` (median of the
-rounds); no timing is asserted.  Set ``TOOLSWAP_BENCH_BASELINE`` to another
-commit to compare against it instead; the baseline test's id names it.
+the same files.  The two trees take turns, round by round, so that a burst of
+load on a shared machine hits both sides of a round alike: read ``ratio`` (the
+median of the rounds' this-tree / baseline CPU-time ratios) in the extra info,
+beside each side's median ``cpu_seconds``; no timing is asserted.  Set
+``TOOLSWAP_BENCH_BASELINE`` to another commit to compare against it instead;
+the test's id names it.
 
 Workloads (CPU-bound on purpose, so the decision code is what is measured):
 
@@ -153,39 +156,36 @@ def sessions(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, 
     }
 
 
-def _measure(benchmark: Any, root: Path, workload: str, session: Path, expect: int) -> None:
-    seconds: list[float] = []
-
-    def run() -> None:
-        out = subprocess.run(
-            [sys.executable, "-c", _RUN, str(root), workload, str(session), str(expect)],
-            check=True,
-            capture_output=True,
-            text=True,
-        )
-        seconds.append(float(out.stdout.split()[-1]))
-
-    benchmark.pedantic(run, rounds=ROUNDS, iterations=1)
-    benchmark.extra_info.update(cpu_seconds=round(statistics.median(seconds), 4))
+def _cpu_seconds(root: Path, workload: str, session: Path, expect: int) -> float:
+    out = subprocess.run(
+        [sys.executable, "-c", _RUN, str(root), workload, str(session), str(expect)],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    return float(out.stdout.split()[-1])
 
 
 WORKLOADS = ["recover", "reconcile", "cleanup"]
 
 
-@pytest.mark.parametrize("workload", WORKLOADS)
-@pytest.mark.benchmark(group="decisions")
-def test_decisions_this_tree(
-    benchmark: Any, trees: dict[str, Path], sessions: Any, workload: str
-) -> None:
-    session, expect = sessions[workload]
-    _measure(benchmark, trees["this tree"], workload, session, expect)
-
-
 @pytest.mark.parametrize("baseline", [BASELINE_COMMIT])
 @pytest.mark.parametrize("workload", WORKLOADS)
 @pytest.mark.benchmark(group="decisions")
-def test_decisions_baseline(
+def test_decisions_against_baseline(
     benchmark: Any, trees: dict[str, Path], sessions: Any, workload: str, baseline: str
 ) -> None:
     session, expect = sessions[workload]
-    _measure(benchmark, trees[baseline], workload, session, expect)
+    this: list[float] = []
+    before: list[float] = []
+
+    def run() -> None:  # one round: this tree, then the baseline, on the same files
+        this.append(_cpu_seconds(trees["this tree"], workload, session, expect))
+        before.append(_cpu_seconds(trees[baseline], workload, session, expect))
+
+    benchmark.pedantic(run, rounds=ROUNDS, iterations=1)
+    benchmark.extra_info.update(
+        ratio=round(statistics.median(t / b for t, b in zip(this, before, strict=True)), 3),
+        cpu_seconds=round(statistics.median(this), 4),
+        baseline_cpu_seconds=round(statistics.median(before), 4),
+    )
