@@ -505,18 +505,13 @@ def _stream_sha256(
         after = fs.fstat(handle)
     finally:
         fs.close(handle)
-    seen = (after.device, after.inode, after.size, after.mtime_ns)
-    if (
-        done != expected.size
-        or not after.is_regular
-        or seen
-        != (
-            expected.device,
-            expected.inode,
-            expected.size,
-            expected.mtime_ns,
-        )
-    ):
+    same = (after.device, after.inode, after.size, after.mtime_ns) == (
+        expected.device,
+        expected.inode,
+        expected.size,
+        expected.mtime_ns,
+    )
+    if done != expected.size or not after.is_regular or not same:
         return None
     return digest.hexdigest()
 

@@ -201,14 +201,19 @@ def reconcile_decision(phase: LeaseState, kind: Any) -> Reconcile:
 
 
 def _in_journal_terms(decision: Any) -> Reconcile:
-    """``Reconcile(decision)``, built once per row's value (a replaced row is a new key)."""
-    view = _JOURNAL_TERMS.get(decision)
-    if view is None:
-        view = _JOURNAL_TERMS[decision] = Reconcile(decision)
-    return view
+    """``Reconcile(decision)``, built once per row's value and lease table.
+
+    A replaced row is a new key; a replaced lease table (which gives the
+    target state) builds it again, as ``_lease_view`` does.
+    """
+    transitions = _lease.LEASE_TRANSITIONS
+    known = _JOURNAL_TERMS.get(decision)
+    if known is None or known[0] is not transitions:
+        known = _JOURNAL_TERMS[decision] = (transitions, Reconcile(decision))
+    return known[1]
 
 
-_JOURNAL_TERMS: dict[Any, Reconcile] = {}
+_JOURNAL_TERMS: dict[Any, tuple[Any, Reconcile]] = {}
 
 
 def unobserved_decision(phase: LeaseState) -> Reconcile | None:

@@ -339,6 +339,18 @@ def test_reconciliation_follows_a_replaced_observation_classifier(
     assert report.status is spec_reconcile.ReconcileStatus.PENDING_UNKNOWN
 
 
+def test_a_reconciliation_decision_follows_a_replaced_lease_table(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    before = decisions.reconcile_decision(L.PREPARED, K.ABSENT_SEALED)  # remembered
+    assert before.target is L.ABORTED
+    # the mutant: aborting a PREPARED lease lands it in COMMITTED
+    rows = dict(spec_lease.LEASE_TRANSITIONS)
+    rows[(L.PREPARED, A.ABORT)] = L.COMMITTED
+    monkeypatch.setattr(spec_lease, "LEASE_TRANSITIONS", MappingProxyType(rows))
+    assert decisions.reconcile_decision(L.PREPARED, K.ABSENT_SEALED).target is L.COMMITTED
+
+
 @pytest.mark.parametrize(
     "key", list(spec_reconcile.RECONCILE_TABLE), ids=lambda k: f"{k[0].name}-{k[1].name}"
 )
