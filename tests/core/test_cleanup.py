@@ -518,6 +518,25 @@ def test_a_file_swapped_in_between_lstat_and_open_is_never_hashed_as_the_artifac
     assert plan.entry(name).status == "retained_unknown"
 
 
+class ShortSizeFS(OsFileSystem):
+    """Says every file is one byte shorter than it is (a size that lies, as /proc's do)."""
+
+    def lstat(self, path: str) -> FileFacts:
+        facts = super().lstat(path)
+        return attrs.evolve(facts, size=facts.size - 1) if facts.is_regular else facts
+
+    def fstat(self, handle: int) -> FileFacts:
+        facts = super().fstat(handle)
+        return attrs.evolve(facts, size=facts.size - 1)
+
+
+def test_a_file_longer_than_its_size_is_never_hashed_as_that_size(tmp_path: pathlib.Path) -> None:
+    paths = make_session(tmp_path)
+    name = put(paths, 1, b"more than it says")
+    plan = plan_cleanup(paths, [], policy=DELETE, now=NOW, fs=ShortSizeFS())
+    assert plan.entry(name).status == "retained_unknown"
+
+
 def test_a_file_replaced_by_an_outside_symlink_is_never_followed_or_deleted(
     tmp_path: pathlib.Path,
 ) -> None:
