@@ -13,7 +13,10 @@ cache emptied before every lookup (what path resolution cost before it).
 Default bounds against the explorer before wave 2's speed work: the spec
 folder of commit ``7dc0ff8`` (taken from git, so this pair needs a clone with
 history) and this tree's, each explored in a fresh interpreter.  Both must
-find the same states and transitions; read the ratio of the two times.
+find no violation.  They found the same states and transitions until wave 3
+changed the model (a removal of a never-seen id tombstones it, O4; the writer
+and the second witness): this tree now explores more states (193,642 against
+180,112), so the ratio of the two times understates the speed-up.
 
 No timing is asserted; run with ``python -m pytest benchmarks/test_bench_explorer.py
 --benchmark-only``.  The 3-transaction bound takes minutes unreduced: it runs
@@ -161,8 +164,7 @@ def _explore_in(benchmark: Any, root: Path, tree: str) -> None:
         states=int(states), transitions=int(transitions), cpu_seconds=round(float(seconds), 2)
     )
     _COUNTS[tree] = (int(states), int(transitions))
-    # whichever of the pair runs second checks that both explored the same model
-    assert len(set(_COUNTS.values())) == 1, _COUNTS
+    benchmark.extra_info.update(counts_of_both=dict(_COUNTS))
 
 
 @pytest.mark.benchmark(group="spec-explorer-default-bounds")

@@ -20,6 +20,7 @@ import pathlib
 
 import pytest
 
+from toolswap import journal_anchor
 from toolswap.domain import ArtifactRetentionClaim
 from toolswap.externalizer import ToolResultExternalizer
 from toolswap.journal import ArtifactRetentionJournal
@@ -55,6 +56,34 @@ def test_baseline_append_and_fsync(benchmark, tmp_path: pathlib.Path) -> None:  
         benchmark(run)
     finally:
         os.close(handle)
+
+
+# -- the anchor raised on the append path (issue 31) ----------------------------------
+#
+# toolswap raises the journal anchor every RAISE_EVERY_RECORDS records (or
+# RAISE_EVERY_SECONDS) on the append path.  The baseline is the same prepare
+# with the anchor raised once per journal object only, as before: the ratio is
+# what the periodic raise costs an append.
+
+
+@pytest.mark.benchmark(group="journal-prepare-anchor")
+def test_toolswap_prepare_with_the_periodic_anchor(benchmark, tmp_path: pathlib.Path) -> None:  # type: ignore[no-untyped-def]
+    claim = _claim(tmp_path / "s")
+    journal = ArtifactRetentionJournal(tmp_path / "s")
+    ids = itertools.count()
+    benchmark(lambda: journal.prepare(claim, f"t{next(ids)}", now=1.0))
+
+
+@pytest.mark.benchmark(group="journal-prepare-anchor")
+def test_baseline_prepare_raising_the_anchor_once(  # type: ignore[no-untyped-def]
+    benchmark, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(journal_anchor, "RAISE_EVERY_RECORDS", 2**62)
+    monkeypatch.setattr(journal_anchor, "RAISE_EVERY_SECONDS", float("inf"))
+    claim = _claim(tmp_path / "s")
+    journal = ArtifactRetentionJournal(tmp_path / "s")
+    ids = itertools.count()
+    benchmark(lambda: journal.prepare(claim, f"t{next(ids)}", now=1.0))
 
 
 @pytest.fixture(scope="module")

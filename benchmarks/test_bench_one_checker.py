@@ -9,13 +9,16 @@ pair needs a clone with history), each in a fresh interpreter.  Set
 ``TOOLSWAP_BENCH_BASELINE`` to another commit to compare against it instead
 (issue 17's string-enum vocabulary was measured against ``80d3016``); the
 baseline test's id names the commit it ran.  Both runs must
-reach the same counts (asserted: a change that altered a verdict would make the
-figure meaningless).  Read the ratio of the two ``cpu_seconds`` (median of the
-rounds); no timing is asserted.
+reach the same verdict (asserted: a change that altered a verdict would make the
+figure meaningless).  They reached the same counts too until wave 3 changed the
+model (O4's tombstone for a never-seen id, the writer, the second witness): the
+``spec`` workload now visits more states on this tree (``extra_info`` has both
+counts), so its ratio understates the speed-up.  Read the ratio of the two
+``cpu_seconds`` (median of the rounds); no timing is asserted.
 
 Workloads:
 
-* ``spec``: the spec explorer over the default bounds (180,112 states);
+* ``spec``: the spec explorer over the default bounds (193,642 states);
 * ``crash``: the crash explorer over the first six standard scenarios.
 
 Run with ``python -m pytest benchmarks/test_bench_one_checker.py --benchmark-only``.
@@ -23,6 +26,7 @@ Run with ``python -m pytest benchmarks/test_bench_one_checker.py --benchmark-onl
 
 from __future__ import annotations
 
+import ast
 import io
 import os
 import shutil
@@ -117,7 +121,16 @@ def _measure(benchmark: Any, root: Path, label: str, workload: str) -> None:
     benchmark.extra_info.update(counts=COUNTS[(label, workload)])
     other = COUNTS.get((BASELINE_COMMIT if label == "this tree" else "this tree", workload))
     if other is not None:
-        assert other == COUNTS[(label, workload)], "the two trees reached different counts"
+        benchmark.extra_info.update(counts_of_the_other_tree=other)
+        assert _verdict(other, workload) == _verdict(COUNTS[(label, workload)], workload), (
+            f"the two trees reached different verdicts: {other} against {COUNTS[(label, workload)]}"
+        )
+
+
+def _verdict(counts: str, workload: str) -> tuple[object, ...]:
+    """The part of a run's counts that is its verdict (the rest is how much it visited)."""
+    found = ast.literal_eval(counts)
+    return tuple(found[2:]) if workload == "spec" else tuple(found[1:])
 
 
 @pytest.mark.parametrize("workload", ["spec", "crash"])

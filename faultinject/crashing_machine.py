@@ -367,10 +367,10 @@ class CrashingMachine(SimulatedDiskMachine):
             if same:
                 continue
             # one operation changes an id at most once: the spec's next generation
-            state = {"published": OwnerState.PUBLISHED, "tombstone": OwnerState.TOMBSTONED}.get(
+            shown = {"published": OwnerState.PUBLISHED, "tombstone": OwnerState.TOMBSTONED}.get(
                 seen.kind
             )
-            assert state is not None, f"after a crash the owner shows {txn} as {seen.kind}"
+            assert shown is not None, f"after a crash the owner shows {txn} as {seen.kind}"
             ident = record.digest
             if seen.source_id is not None and seen.content_sha256 is not None:
                 ident = identity(seen.source_id, seen.content_sha256)
@@ -378,6 +378,6 @@ class CrashingMachine(SimulatedDiskMachine):
             assert self.same_generation(txn, after, seen.generation), (
                 f"owner generation of {txn} reused after a crash"
             )
-            m.owner[txn] = OwnerRecord(state=state, generation=after, digest=ident)
+            m.owner[txn] = OwnerRecord(state=shown, generation=after, digest=ident)
         m.in_flight = list(self.source.in_flight)
         self.model = m

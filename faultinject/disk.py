@@ -54,7 +54,7 @@ from typing import Literal
 
 import attrs
 
-from toolswap.fs import FileFacts, NotRegularFileError
+from toolswap.fs import FileFacts, HardLinkedFileError, NotRegularFileError, hard_link_message
 
 __all__ = [
     "SimulatedDisk",
@@ -81,6 +81,7 @@ MUTATING_OPS = frozenset(
         "fsync",
         "fsync_dir",
         "ftruncate",
+        "touch",
         "rename",
         "unlink",
         "makedirs",
@@ -182,6 +183,7 @@ class _Inode:
     entries: dict[str, int] = attrs.field(factory=dict)  # volatile (directories)
     durable_entries: dict[str, int] = attrs.field(factory=dict)
     target: str = ""  # symlinks
+    links: int = 0  # names in the volatile view (recounted from the durable one at a crash)
     open_count: int = 0
     # flock state
     lock_exclusive: int | None = None
@@ -331,6 +333,7 @@ class SimulatedDisk:
 
     def _link(self, parent: _Inode, name: str, inode: _Inode) -> None:
         parent.entries[name] = inode.ino
+        inode.links += 1
         parent.mtime_ns = parent.ctime_ns = self._now()
         self._dir_log.append(_DirOp(parent.ino, "link", name, inode.ino))
 
@@ -442,6 +445,8 @@ class SimulatedDisk:
             raise self._error(errno.ELOOP, path)
         if existing.kind == stat.S_IFDIR:
             raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
+        if existing.links > 1:  # as the real seam: a write open of a hard-linked file is refused
+            raise HardLinkedFileError(errno.EMLINK, hard_link_message(existing.links), path)
         return existing
 
     def open_read(self, path: str) -> int:
@@ -561,6 +566,31 @@ class SimulatedDisk:
             else:
                 inode.lock_shared.add(handle)
 
+    def try_flock(self, handle: int, *, exclusive: bool = True) -> bool:
+        with self._cond:
+            found = self._handle(handle)
+            self._begin("try_flock", found.path)
+            inode = self._inodes[found.ino]
+            mine = inode.lock_exclusive == handle or handle in inode.lock_shared
+            others_exclusive = inode.lock_exclusive not in (None, handle)
+            others_shared = bool(inode.lock_shared - {handle})
+            if others_exclusive or (exclusive and others_shared):
+                return False  # flock(2) with LOCK_NB keeps the lock it had
+            if mine:
+                self._release_lock(inode, handle)
+            if exclusive:
+                inode.lock_exclusive = handle
+            else:
+                inode.lock_shared.add(handle)
+            return True
+
+    def touch(self, handle: int) -> None:
+        with self._mutex:
+            found = self._handle(handle)
+            self._begin("touch", found.path)
+            inode = self._inodes[found.ino]
+            inode.mtime_ns = inode.ctime_ns = self._now()
+
     def funlock(self, handle: int) -> None:
         with self._cond:
             found = self._handle(handle)
@@ -611,6 +641,7 @@ class SimulatedDisk:
             inode=inode.ino,
             uid=inode.uid,
             mode=inode.kind | inode.perm,
+            nlink=max(inode.links, 1),  # an open file with no name left still counts as one
         )
 
     def rename(self, source: str, target: str) -> None:
@@ -638,6 +669,8 @@ class SimulatedDisk:
                 if existing.kind == stat.S_IFDIR and existing.entries:
                     raise self._error(errno.ENOTEMPTY, target)
             now = self._now()
+            if existing is not None:
+                existing.links -= 1
             del src_parent.entries[src_name]
             dst_parent.entries[dst_name] = moving.ino
             moving.ctime_ns = now
@@ -660,6 +693,7 @@ class SimulatedDisk:
             if existing.kind == stat.S_IFDIR:
                 raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
             del parent.entries[name]
+            existing.links -= 1
             parent.mtime_ns = parent.ctime_ns = existing.ctime_ns = self._now()
             self._dir_log.append(_DirOp(parent.ino, "unlink", name, existing.ino))
 
@@ -767,6 +801,19 @@ class SimulatedDisk:
             inode = self._new_inode(stat.S_IFLNK, 0o777)
             inode.target = target
             self._link(parent, name, inode)
+            self._fsync_dir(parent)
+
+    def make_hard_link(self, path: str, existing: str) -> None:
+        """Give the file at ``existing`` a second name ``path`` (durably) -- for tests."""
+        with self._mutex:
+            inode = self._lookup_existing(existing)
+            if inode.kind == stat.S_IFDIR:
+                raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), existing)
+            parent, name, taken = self._lookup(path)
+            if taken is not None:
+                raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), path)
+            self._link(parent, name, inode)
+            inode.ctime_ns = self._now()
             self._fsync_dir(parent)
 
     def put_file(
@@ -961,8 +1008,12 @@ class SimulatedDisk:
                 directory.durable_entries[op.new_name] = ino
         self._dir_log.clear()
         for inode in self._inodes.values():
+            inode.links = 0
+        for inode in list(self._inodes.values()):
             if inode.kind == stat.S_IFDIR:
                 inode.entries = dict(inode.durable_entries)
+                for ino in inode.entries.values():
+                    self._inodes[ino].links += 1
         return kept, lost
 
     @staticmethod

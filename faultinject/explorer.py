@@ -139,7 +139,13 @@ from toolswap.owner import (
 from .disk import CRASH_MODES, TORN_GRANULARITIES, Chooser, SimulatedCrash, SimulatedDisk
 from .observe import journal_records, observe_real, observe_unlink
 from .owner import OwnerFault
-from .owner_source import CrashableSource, OwnerFaultUnsupported, OwnerSource, WatchedOwner
+from .owner_source import (
+    CrashableSource,
+    OwnerFaultUnsupported,
+    OwnerSource,
+    ProtocolView,
+    WatchedOwner,
+)
 
 __all__ = [
     "CrashExplorer",
@@ -195,14 +201,21 @@ class Target:
 
 
 class _WatchedDisk(SimulatedDisk):
-    """A simulated disk that reports every completed unlink to ``after_unlink``."""
+    """A simulated disk that reports every completed unlink to ``after_unlink``.
 
-    after_unlink: Callable[[str], None] | None = None
+    It also tells whether the unlinked file's writer still held its mark (an
+    exclusive lock of another handle on it): ``after_unlink(path, writing)``.
+    """
+
+    after_unlink: Callable[[str, bool], None] | None = None
 
     def unlink(self, path: str) -> None:
+        with self._mutex:
+            _, _, existing = self._lookup(path)
+            writing = existing is not None and existing.lock_exclusive is not None
         super().unlink(path)
         if self.after_unlink is not None:
-            self.after_unlink(path)
+            self.after_unlink(path, writing)
 
 
 class World:
@@ -246,6 +259,7 @@ class World:
         self.memory: dict[str, ArtifactMemoryReference] = {}
         self.foreign: dict[str, bytes | None] = {}  # path -> bytes (None: a directory), not ours
         self.tampered: dict[str, bytes] = {}  # artifact name -> the bytes written over it
+        self.witness = False  # cleanup is given the owner as its second witness (O9)
         self.violations: list[tuple[str, str]] = []
         self.outputs = 0
         self.ext = self.new_externalizer()
@@ -343,14 +357,20 @@ class World:
         self.expected[name] = data
 
     def gc(self) -> None:
+        """A journal-aware cleanup past every TTL; with :attr:`witness`, the owner is asked too."""
         policy = ArtifactCleanupPolicy(orphan_ttl_seconds=TTL, max_deletions=100, dry_run=False)
         plan = self.ext.plan_cleanup_from_journal(self.journal, policy=policy, now=FAR)
-        self.ext.apply_cleanup_from_journal(plan, self.journal, now=FAR)
+        owner = self.owner if self.witness else None
+        self.ext.apply_cleanup_from_journal(plan, self.journal, owner=owner, now=FAR)
 
     # -- S1 at the moment of deletion --------------------------------------------------
 
-    def _check_unlink(self, path: str) -> None:
-        """S1: no file a live lease (or a reported conflict) needs is ever unlinked."""
+    def _check_unlink(self, path: str, writing: bool = False) -> None:
+        """S1: no file a live lease (or a reported conflict) needs is ever unlinked.
+
+        Nor one still being written (S1.writing), nor, when cleanup was given the
+        owner as its witness, one a reference the owner shows names.
+        """
         if posixpath.dirname(posixpath.normpath(path)) != RESULTS:
             return
         shown = {t: self.shown[t] for t in self.conflicts_reported if t in self.shown}
@@ -359,6 +379,8 @@ class World:
             name=posixpath.basename(path),
             now=FAR,
             shown=shown,
+            visible=self.shown if self.witness else {},
+            writing=writing,
         )
         self.violations.extend(
             (handle, f"unlinking: {why}") for handle, why in s1_no_dangling_reference(seen)
@@ -399,6 +421,9 @@ class Scenario:
     #: The setup corrupted a complete journal record: every cleanup, in the run and
     #: in recovery, must refuse and delete nothing (fail closed); nothing else recovers.
     journal_corrupt: bool = False
+    #: Every cleanup, in the run and in recovery, is given the owner as its second
+    #: witness (O9): a reference the owner shows then protects what it names.
+    gc_owner: bool = False
     expected_errors: tuple[type[BaseException], ...] = (
         ArtifactPublicationRejected,
         ConnectionError,
@@ -559,7 +584,8 @@ def _run_gc(concurrent_prepare: bool) -> Callable[[World], None]:
         plan = world.ext.plan_cleanup_from_journal(world.journal, policy=policy, now=FAR)
         if concurrent_prepare:  # a prepare between plan and apply must keep the orphan
             world.prepare(world.refs["tool_result_001.txt"], "t2")
-        world.ext.apply_cleanup_from_journal(plan, world.journal, now=FAR)
+        owner = world.owner if world.witness else None
+        world.ext.apply_cleanup_from_journal(plan, world.journal, owner=owner, now=FAR)
 
     return run
 
@@ -656,6 +682,38 @@ def _raw_gc_setup(world: World) -> None:
     world.publish(world.externalize(), "t1")
     world.prepare(world.externalize(), "t2")
     world.hold("t2", world.claims["t2"])
+
+
+def _run_externalize_racing_gc(world: World) -> None:
+    """A command prints part of its output, goes quiet past every TTL, and a GC runs."""
+    world.outputs += 1
+    first = b"first part, then a long quiet spell\n" * 40
+    rest = b"the rest, printed after the GC\n" * 40
+
+    def output() -> Iterator[bytes]:
+        yield first
+        world.gc()  # at FAR: the half-written file's last write is past every TTL
+        yield rest
+
+    ref = world.ext.externalize(output(), "grep").artifact
+    assert ref is not None
+    name = posixpath.basename(ref.path)
+    world.expected[name] = first + rest
+    world.names_ever.add(name)
+    world.refs[name] = ref
+
+
+def _lost_lease_setup(world: World) -> None:
+    """An old artifact the owner references under an id the journal does not know.
+
+    The journal lost the lease (cut back above its anchor, or an older copy
+    restored); only the owner can still tell cleanup (docs/design.md section 5).
+    An owner without the census (O9 is optional) cannot be asked: skipped.
+    """
+    if not callable(getattr(world.source.handle, "census_fenced", None)):
+        raise OwnerFaultUnsupported("census", "the owner offers no census (O9 is optional)")
+    ref = world.externalize()
+    world.hold("t-lost", world.claim_for(ref))
 
 
 def _run_raw_gc(world: World) -> None:
@@ -905,6 +963,8 @@ STANDARD_SCENARIOS: tuple[Scenario, ...] = (
         setup=_digest_conflict_setup,
         run=_run_gc(False),
     ),
+    Scenario(name="externalize_races_gc", setup=_nothing, run=_run_externalize_racing_gc),
+    Scenario(name="gc_owner_witness", setup=_lost_lease_setup, run=_run_gc(False), gc_owner=True),
     Scenario(
         name="append_after_torn_tail",
         setup=_torn_journal_setup,
@@ -1094,6 +1154,7 @@ def run_state(
     built-in owner); the source is closed before returning.
     """
     world = World(None if owner is None else owner())
+    world.witness = scenario.gc_owner
     try:
         scenario.setup(world)
         world.disk.disarm()
@@ -1191,7 +1252,8 @@ def _recover_and_check(
         tampered=world.tampered,
         first=before,
         reused=[second] if second is not None and reused else [],
-        claimed={parse_source_id(c.source_id).filename for c in recovery.protecting_claims(FAR)},
+        claimed={parse_source_id(c.source_id).filename for c in recovery.protecting_claims(FAR)}
+        | _witnessed(world, view),
         outside=_outside(world, disk),
     )
     found.extend(findings(seen))
@@ -1199,6 +1261,17 @@ def _recover_and_check(
     if check is not None:
         found.extend(check(world, before))
     return _finish(found + world.violations, progress)
+
+
+def _witnessed(world: World, view: ProtocolView) -> set[str]:
+    """The artifacts cleanup's second witness protects: every one a visible reference names.
+
+    Only when cleanup was given the owner (L1 asks nothing of what it keeps then).
+    """
+    if not world.witness:
+        return set()
+    names = {_filename(source_id) for source_id, _ in view.visible().values()}
+    return {name for name in names if name is not None}
 
 
 def _outside(world: World, disk: SimulatedDisk) -> tuple[str, ...]:

@@ -78,6 +78,13 @@ raw_cleanup_bypasses_journal    raw-claims cleanup runs although the session    
                                 fence go, then decides; with no observation
                                 to seal it tombstones with ``remove``, over
                                 a publish that landed after the read
+``gc_ignores_writer``           cleanup judges a file by its age alone and        S1
+                                never asks for the writer's mark: a command
+                                quiet past the TTL loses its half-written
+                                artifact
+``gc_without_owner_witness``    cleanup given the owner never asks it: a          S1
+                                reference the owner shows, whose lease the
+                                journal lost, protects nothing
 ==============================  ================================================  =====
 """
 
@@ -311,6 +318,7 @@ def _skip_revalidation() -> contextlib.AbstractContextManager[None]:
         uid: int,
         now: float,
         dry: bool,
+        said: Any = None,
     ) -> tuple[str, str]:
         path = paths.artifact_path(entry.name)
         if dry:
@@ -445,11 +453,12 @@ def _gc_ignores_corrupt_journal() -> contextlib.AbstractContextManager[None]:
         plan: Any,
         journal: ArtifactRetentionJournal,
         *,
+        owner: Any = None,
         fs: FileSystem = REAL_FS,
         now: float | None = None,
     ) -> Any:
         try:
-            return apply_original(paths, plan, journal, fs=fs, now=now)
+            return apply_original(paths, plan, journal, owner=owner, fs=fs, now=now)
         except cleanup.CleanupRefused:  # ... and so protects nothing at apply either
             assert now is not None
             with paths.session_lock(fs):
@@ -708,6 +717,42 @@ def _reconcile_without_fence() -> contextlib.AbstractContextManager[None]:
     return _reconcile_outside_the_fence(client_check=False)
 
 
+# -- cleanup ignores the writer's mark ---------------------------------------------------
+
+
+class _NoWriterMark:
+    """A seam view on which every writer's mark is free (everything else is the real seam)."""
+
+    def __init__(self, inner: FileSystem) -> None:
+        self._inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def try_flock(self, handle: int, *, exclusive: bool = True) -> bool:
+        return True
+
+
+def _gc_ignores_writer() -> contextlib.AbstractContextManager[None]:
+    original = vars(cleanup)["_stream_sha256"]
+
+    def _stream_sha256(fs: FileSystem, path: str, expected: Any, on_chunk: Any = None) -> Any:
+        return original(_NoWriterMark(fs), path, expected, on_chunk)
+
+    return swap(cleanup, "_stream_sha256", _stream_sha256)
+
+
+# -- cleanup given the owner never asks it ------------------------------------------------
+
+
+def _gc_without_owner_witness() -> contextlib.AbstractContextManager[None]:
+    @contextlib.contextmanager
+    def _census(paths: Any, plan: Any, owner: Any) -> Iterator[None]:
+        yield None  # the mistake: the journal is the only witness, owner or not
+
+    return swap(cleanup, "_census", _census)
+
+
 MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         name="publish_before_fsync",
@@ -841,6 +886,20 @@ MUTANTS: tuple[Mutant, ...] = (
         scenarios=("publish_races_reconcile",),
         install=_reconcile_without_fence,
     ),
+    Mutant(
+        name="gc_ignores_writer",
+        mistake="cleanup judges a file by its age alone, ignoring the writer's mark",
+        target="toolswap.cleanup._stream_sha256",
+        scenarios=("externalize_races_gc",),
+        install=_gc_ignores_writer,
+    ),
+    Mutant(
+        name="gc_without_owner_witness",
+        mistake="cleanup given the owner deletes on the journal's word alone",
+        target="toolswap.cleanup._census",
+        scenarios=("gc_owner_witness",),
+        install=_gc_without_owner_witness,
+    ),
 )
 
 """Every implementation mutant; each must be killed by its invariant."""
@@ -925,7 +984,12 @@ class KillMatrix:
 
 
 def _explore_one(
-    mutant: Mutant, *, seeds: int, modes: Sequence[str], ignore: Iterable[str]
+    mutant: Mutant,
+    *,
+    seeds: int,
+    modes: Sequence[str],
+    ignore: Iterable[str],
+    on_state: Callable[[str, int, int], None] | None = None,
 ) -> MutantResult:
     by_scenario: dict[str, int] = {}
     found = ExplorationResult()
@@ -935,7 +999,7 @@ def _explore_one(
         for name in mutant.scenarios:
             one = CrashExplorer(
                 [scenario_named(name)], seeds=seeds, modes=modes, ignore=ignore, max_violations=500
-            ).explore()
+            ).explore(on_state=on_state)
             found.states += one.states
             found.seconds += one.seconds
             found.violation_counts.update(one.violation_counts)
@@ -962,16 +1026,21 @@ def kill_matrix(
     modes: Sequence[str] = CRASH_MODES,
     ignore: Iterable[str] = (),
     progress: Callable[[MutantResult], None] | None = None,
+    on_state: Callable[[str, int, int], None] | None = None,
 ) -> KillMatrix:
-    """Explore the mutants' scenarios unmutated, then once per active mutant."""
+    """Explore the mutants' scenarios unmutated, then once per active mutant.
+
+    ``progress`` hears each mutant's result; ``on_state`` every crash state
+    as it is checked (the unmutated run's too), as :meth:`CrashExplorer.explore`.
+    """
     ignored = tuple(ignore)
     names = list(dict.fromkeys(n for m in mutants for n in m.scenarios))
     baseline = CrashExplorer(
         [scenario_named(n) for n in names], seeds=seeds, modes=modes, ignore=ignored
-    ).explore()
+    ).explore(on_state=on_state)
     results: list[MutantResult] = []
     for mutant in mutants:
-        result = _explore_one(mutant, seeds=seeds, modes=modes, ignore=ignored)
+        result = _explore_one(mutant, seeds=seeds, modes=modes, ignore=ignored, on_state=on_state)
         results.append(result)
         if progress is not None:
             progress(result)

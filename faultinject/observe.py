@@ -208,14 +208,23 @@ def _intact(
 
 
 def observe_unlink(
-    *, journal: bytes, name: str, now: float, shown: Mapping[str, str] = {}
+    *,
+    journal: bytes,
+    name: str,
+    now: float,
+    shown: Mapping[str, str] = {},
+    visible: Mapping[str, str] = {},
+    writing: bool = False,
 ) -> Observable:
     """The moment ``name`` is about to be unlinked, as far as it can be seen mid-operation.
 
     The owner is not asked (a fence in the middle of cleanup would change what is
     tested); the leases come from the journal's bytes, and ``shown`` gives, per id
     whose ``pending_conflict`` was reported, the artifact the owner was last known to
-    show.  Only ``name`` is listed, as deleted: S1 then says whether anything needed it.
+    show.  ``visible`` gives, per id the journal does not know, the artifact the owner
+    shows a reference to, when cleanup was given the owner as its witness (it then
+    knew).  ``writing``: the file's writer still held its mark (S1.writing).  Only
+    ``name`` is listed, as deleted: S1 then says whether anything needed it.
     """
     records = _lease_records(journal)
     intents: dict[str, dict[str, Any]] = {}
@@ -239,5 +248,7 @@ def observe_unlink(
                 reported=bool(other),
             )
         )
-    gone = ArtifactView(name=name, present=False, deleted=True)
+    for txn in sorted(set(visible) - set(records) - set(shown)):
+        leases.append(LeaseView(txn=txn, artifact=visible[txn], shown=Shown.REFERENCE))
+    gone = ArtifactView(name=name, present=False, deleted=True, cut_short=writing)
     return Observable(leases=tuple(leases), artifacts={name: gone}, removal_tombstones=True)

@@ -41,6 +41,7 @@ import attrs
 from toolswap.domain import ArtifactRetentionClaim
 from toolswap.owner import (
     ArtifactPublicationRejected,
+    Census,
     ObservedState,
     OwnerConflictError,
     OwnerObservation,
@@ -178,6 +179,7 @@ class CrashableOwner:
             if chooser.choose(2) == 1:
                 self._write(txn, claim, late=True)
         self.inner._fences.clear()
+        self.inner._store.artifact_fences.clear()
         self._armed.clear()
         self.crash_count += 1
 
@@ -251,6 +253,12 @@ class CrashableOwner:
         if self._take("remove_lost_ack"):
             self.faults_fired.append("remove_lost_ack")
             raise ConnectionError("the acknowledgement of a durable removal was lost")
+
+    @contextmanager
+    def census_fenced(self, source_ids: Sequence[str]) -> Iterator[Census]:
+        """O9, as the in-memory store keeps it (the census has no faults of its own)."""
+        with self.inner.census_fenced(source_ids) as census:
+            yield census
 
     @contextmanager
     def inspect_fenced(self, transaction_id: str) -> Iterator[OwnerObservation]:

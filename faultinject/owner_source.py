@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -52,6 +52,7 @@ from toolswap.domain import ArtifactRetentionClaim
 from toolswap.owner import (
     ArtifactPublicationRejected,
     ArtifactReferenceOwner,
+    Census,
     ObservedState,
     OwnerConflictError,
     OwnerObservation,
@@ -481,6 +482,16 @@ class WatchedOwner:
         self.source.before_call("inspect")
         with handle.inspect_fenced(transaction_id) as observation:
             yield _WatchedObservation(observation, self)
+
+    @contextmanager
+    def census_fenced(self, source_ids: Sequence[str]) -> Iterator[Census]:
+        """The handle's census (O9); a handle without one cannot tell (cleanup keeps all)."""
+        census_fenced = getattr(self.source.handle, "census_fenced", None)
+        if not callable(census_fenced):
+            raise OwnerFaultUnsupported("census", "the owner offers no census (O9 is optional)")
+        self.source.before_call("census")
+        with census_fenced(source_ids) as census:
+            yield census
 
     # -- what the owner holds, through the protocol ------------------------------------
 

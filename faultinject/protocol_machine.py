@@ -167,28 +167,18 @@ __all__ = [
 
 
 def owner_kind(record: spec_owner.OwnerRecord) -> str:
-    """The kind a fence must show for a model record (:attr:`Seen.kind`).
-
-    The spec's REMOVE leaves ABSENT at a new generation; O4 adds that a removal
-    leaves a tombstone, so an ABSENT record that has changed before (only a
-    removal does that) must show as a tombstone.
-    """
+    """The kind a fence must show for a model record (:attr:`Seen.kind`)."""
     if record.state is spec_owner.OwnerState.PUBLISHED:
         return "published"
-    if record.state is spec_owner.OwnerState.TOMBSTONED or record.generation > 0:
+    if record.state is spec_owner.OwnerState.TOMBSTONED:
         return "tombstone"
     return "absent"
 
 
 def tombstone_first(record: spec_owner.OwnerRecord) -> spec_owner.OwnerRecord:
     """The record after ``remove`` of an id, for a publish that must then be refused (O3, O4)."""
-    if owner_kind(record) == "tombstone":
-        return record._replace(state=spec_owner.OwnerState.TOMBSTONED)
-    return spec_owner.OwnerRecord(
-        state=spec_owner.OwnerState.TOMBSTONED,
-        generation=record.generation + 1,
-        digest=record.digest,
-    )
+    removed, _ = spec_owner.apply(record, spec_owner.OwnerAction.REMOVE)
+    return removed
 
 
 TOOL = "probe"
@@ -254,7 +244,7 @@ def name_of(source_id: str) -> str:
 
 
 def lease_of(phase: object) -> LeaseState:
-    return LeaseState(getattr(phase, "value", phase))
+    return LeaseState(str(getattr(phase, "value", phase)))
 
 
 class Crashed(Exception):
@@ -784,9 +774,9 @@ class ProtocolMachine(RuleBasedStateMachine):
             m.owner[txn], sealed = spec_owner.seal(record, seen)
             decision = spec_reconcile.after_seal(sealed)
         if decision.record_observed:  # a CONFLICT record names what the owner shows
-            seen = m.identities[record.digest]
-            if seen not in m.conflicts.get(txn, ()):
-                m.conflicts[txn] = (*m.conflicts.get(txn, ()), seen)
+            named = m.identities[record.digest]
+            if named not in m.conflicts.get(txn, ()):
+                m.conflicts[txn] = (*m.conflicts.get(txn, ()), named)
         if decision.journal_action is not None:
             m.step(txn, decision.journal_action)
         return decision.status

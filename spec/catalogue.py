@@ -84,6 +84,8 @@ _ROWS = (
     Entry("replay-transaction-id", S1, model=True, code=True),
     Entry("client-side-generation", S3, model=True, code=True),
     Entry("two-reconcilers", S5, model=True),
+    Entry("gc-ignores-writer", S1, model=True, code=True),
+    Entry("gc-without-owner-witness", S1, model=True, code=True),
     Entry("splitlines-journal", S6, code=True, stateful=True),
     Entry("gc-ignores-corrupt-journal", S1, code=True),
     Entry("prepare-skips-checks", S1, code=True),

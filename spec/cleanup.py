@@ -13,11 +13,12 @@ the first matching row of :data:`PLAN_RULES` decides:
 4. a name that is not ``tool_result_NNN.txt``  -> ``denied`` (not ours)
 5. not ours to judge (another owner, unreadable,
    changed while it was hashed)                -> ``retained_unknown``
-6. an active claim whose digest differs        -> ``retained_corrupt``
-7. an active claim whose full digest matches   -> ``retained_referenced``
-8. younger than the orphan TTL                 -> ``retained_recent``
-9. the plan already holds ``max_deletions``     -> ``retained_limit``
-10. otherwise                                 -> ``planned_delete``
+6. still being written (its writer's mark)      -> ``retained_writing``
+7. an active claim whose digest differs        -> ``retained_corrupt``
+8. an active claim whose full digest matches   -> ``retained_referenced``
+9. younger than the orphan TTL                 -> ``retained_recent``
+10. the plan already holds ``max_deletions``    -> ``retained_limit``
+11. otherwise                                 -> ``planned_delete``
 
 :func:`plan` asks the rows oldest first (``mtime``, then ``mtime_exact``, then
 the name), each with the number planned so far, so the oldest orphans count
@@ -33,19 +34,35 @@ Apply, for one ``planned_delete`` entry, against the facts and claims *now*
 1. an active claim names it now, with another digest   -> ``retained_corrupt``
 2. an active claim names it now                        -> ``retained_referenced``
 3. the file is gone                                    -> ``already_missing``
-4. it cannot be inspected or read now                  -> ``retained_unknown``
-5. type, name, hard links, owner, snapshot (size, mtime, device, inode)
+4. the owner shows a visible reference naming it       -> ``retained_referenced``
+5. the owner was asked and cannot tell                 -> ``retained_unknown``
+6. it cannot be inspected or read now                  -> ``retained_unknown``
+7. still being written (its writer's mark)             -> ``retained_writing``
+8. type, name, hard links, owner, snapshot (size, mtime, device, inode)
    or digest changed                                   -> ``race_detected``
-6. younger than the orphan TTL now                     -> ``retained_recent``
-7. otherwise                                           -> ``deleted``
+9. younger than the orphan TTL now                     -> ``retained_recent``
+10. otherwise                                          -> ``deleted``
+
+Rows 4 and 5 are the **second witness** (:class:`Witness`): a cleanup given
+the owner asks it, inside a fence that holds back every publish naming the
+artifact, whether a visible reference names it; a cleanup without an owner
+has only the journal (``NOT_ASKED``).  The journal can lose a lease that the
+owner still shows (a journal cut back or an older copy restored above the
+anchor); only the owner can then tell (variant ``gc-without-owner-witness``).
+
+A file is *being written* while its writer holds the mark it took, under the
+session lock, when it created the name; the mark goes when the artifact is
+complete and durable.  A slow command can leave its half-written file older
+than the orphan TTL by its last write: age alone would delete it under the
+writer (variant ``gc-ignores-writer``).
 
 The implementation asks these rows at each step of its re-check, with what
 it knows so far (a fact not read yet is taken as planned), and stops at the
 first answer that keeps the file: so it never reads a file a claim keeps.
-The bytes (digest, readability) are read last, after row 6: with a clock set
+The bytes (digest, readability) are read last, after row 9: with a clock set
 back, a file that is both "recent" and changed or unreadable is reported
-``retained_recent`` rather than row 4's or row 5's status; every such answer
-keeps the file.  Row 6 needs the policy; :func:`revalidate` without one (the
+``retained_recent`` rather than row 6's or row 8's status; every such answer
+keeps the file.  Row 9 needs the policy; :func:`revalidate` without one (the
 composed model, whose time is one "older than the TTL" flag) never takes it.
 
 Theory of operation
@@ -71,6 +88,7 @@ from .identity_enum import IdentityEnum
 
 __all__ = [
     "EntryKind",
+    "Witness",
     "PlanStatus",
     "ApplyStatus",
     "EntryFacts",
@@ -96,6 +114,15 @@ class EntryKind(IdentityEnum):
     OTHER = "other"
 
 
+class Witness(IdentityEnum):
+    """What the owner, asked inside its fence before a deletion, says of an artifact."""
+
+    NOT_ASKED = "not asked"  # cleanup was given no owner: the journal is its only witness
+    NONE = "no visible reference"
+    SHOWN = "a visible reference names it"
+    UNKNOWN = "cannot tell"
+
+
 class PlanStatus(enum.StrEnum):
     """Plan statuses (docs/design.md section 7): the names plans and JSON carry."""
 
@@ -103,6 +130,7 @@ class PlanStatus(enum.StrEnum):
     RETAINED_RECENT = "retained_recent"
     RETAINED_LIMIT = "retained_limit"
     RETAINED_UNKNOWN = "retained_unknown"
+    RETAINED_WRITING = "retained_writing"
     DENIED = "denied"
     RETAINED_CORRUPT = "retained_corrupt"
     MISSING_REFERENCED = "missing_referenced"
@@ -119,6 +147,7 @@ class ApplyStatus(enum.StrEnum):
     RETAINED_CORRUPT = "retained_corrupt"
     RETAINED_UNKNOWN = "retained_unknown"
     RETAINED_RECENT = "retained_recent"
+    RETAINED_WRITING = "retained_writing"
 
 
 class EntryFacts(NamedTuple):
@@ -140,12 +169,14 @@ class EntryFacts(NamedTuple):
     readable: bool = True
     digest: int = 0
     size: int = 0
-    mtime: int = 0
+    mtime: float = 0
     device: int = 0
     inode: int = 0
     # The same instant as ``mtime`` at the implementation's full resolution (ns):
     # part of the snapshot a change is detected by, never read by a rule.
     mtime_exact: int = 0
+    # True while the file's writer holds its mark (the artifact is not complete).
+    writing: bool = False
 
 
 @attrs.frozen
@@ -155,18 +186,22 @@ class Claim:
     digest: int
     pending: bool = False
     reference_count: int = 1
-    retain_until: int | None = None
+    retain_until: float | None = None
 
 
 @attrs.frozen
 class Policy:
-    """The cleanup policy (docs/design.md section 7), times in whole seconds."""
+    """The cleanup policy (docs/design.md section 7); times in seconds.
 
-    orphan_ttl_seconds: int = 86400
+    The model uses whole seconds; the implementation passes what its policy
+    holds (a float, never NaN: ``ArtifactCleanupPolicy`` refuses one).
+    """
+
+    orphan_ttl_seconds: float = 86400
     max_deletions: int = 100
 
 
-def claim_is_active(claim: Claim, now: int) -> bool:
+def claim_is_active(claim: Claim, now: float) -> bool:
     """Pending claims never expire; others hold while counted and before ``retain_until``.
 
     post: implies(claim.pending, __return__)
@@ -176,14 +211,15 @@ def claim_is_active(claim: Claim, now: int) -> bool:
         return True
     if claim.reference_count <= 0:
         return False
-    return claim.retain_until is None or claim.retain_until > now
+    # "not yet past", not "still ahead": a time that compares with nothing (NaN) keeps it
+    return claim.retain_until is None or not now >= claim.retain_until
 
 
 class _Case(NamedTuple):  # a tuple, not attrs: classify runs for every entry of every plan
     facts: EntryFacts | None
     active: tuple[Claim, ...]
     policy: Policy
-    now: int
+    now: float
     planned_so_far: int
 
 
@@ -207,6 +243,10 @@ def _untrusted(c: _Case) -> bool:
     return c.facts is not None and not c.facts.trusted
 
 
+def _writing(c: _Case) -> bool:
+    return c.facts is not None and c.facts.writing
+
+
 def _claim_disagrees(c: _Case) -> bool:
     return (
         bool(c.active) and c.facts is not None and any(k.digest != c.facts.digest for k in c.active)
@@ -220,7 +260,8 @@ def _claim_matches(c: _Case) -> bool:
 
 
 def _recent(c: _Case) -> bool:
-    return c.facts is not None and c.now - c.facts.mtime < c.policy.orphan_ttl_seconds
+    # "not provably aged": an age that compares with nothing (NaN) keeps the file
+    return c.facts is not None and not c.now - c.facts.mtime >= c.policy.orphan_ttl_seconds
 
 
 def _over_limit(c: _Case) -> bool:
@@ -238,6 +279,7 @@ PLAN_RULES: tuple[tuple[str, Callable[[_Case], bool], PlanStatus], ...] = (
     ("hard-linked (more than one name)", _linked, PlanStatus.DENIED),
     ("name is not tool_result_NNN.txt", _foreign_name, PlanStatus.DENIED),
     ("not ours to judge (owner, unreadable, changing)", _untrusted, PlanStatus.RETAINED_UNKNOWN),
+    ("still being written (its writer's mark)", _writing, PlanStatus.RETAINED_WRITING),
     ("an active claim's digest differs", _claim_disagrees, PlanStatus.RETAINED_CORRUPT),
     ("an active claim's full digest matches", _claim_matches, PlanStatus.RETAINED_REFERENCED),
     ("younger than the orphan TTL", _recent, PlanStatus.RETAINED_RECENT),
@@ -250,7 +292,7 @@ def classify(
     facts: EntryFacts | None,
     claims: Sequence[Claim],
     policy: Policy,
-    now: int,
+    now: float,
     planned_so_far: int = 0,
 ) -> PlanStatus:
     """The plan status of one entry (``facts`` None: the claimed file is gone).
@@ -268,7 +310,7 @@ def plan_rule(
     facts: EntryFacts | None,
     claims: Sequence[Claim],
     policy: Policy,
-    now: int,
+    now: float,
     planned_so_far: int = 0,
 ) -> int:
     """The index in :data:`PLAN_RULES` of the row that decides one entry (see :func:`classify`).
@@ -286,7 +328,7 @@ def plan_rule(
 def plan(
     entries: Sequence[tuple[str, EntryFacts | None, Sequence[Claim]]],
     policy: Policy,
-    now: int,
+    now: float,
 ) -> tuple[tuple[str, PlanStatus], ...]:
     """Classify every (name, facts, claims) entry, oldest first; the result is in name order.
 
@@ -323,8 +365,9 @@ class _Recheck(NamedTuple):
     planned: EntryFacts
     current: EntryFacts | None
     active: tuple[Claim, ...]
-    now: int
+    now: float
     policy: Policy | None
+    witness: Witness
 
 
 def _claimed_otherwise(c: _Recheck) -> bool:
@@ -339,6 +382,18 @@ def _gone(c: _Recheck) -> bool:
     return c.current is None
 
 
+def _owner_shows(c: _Recheck) -> bool:
+    return c.witness is Witness.SHOWN
+
+
+def _owner_cannot_tell(c: _Recheck) -> bool:
+    return c.witness is Witness.UNKNOWN
+
+
+def _writing_now(c: _Recheck) -> bool:
+    return c.current is not None and c.current.writing
+
+
 def _unreadable(c: _Recheck) -> bool:
     return c.current is not None and not c.current.readable
 
@@ -351,7 +406,7 @@ def _recent_now(c: _Recheck) -> bool:
     return (
         c.policy is not None
         and c.current is not None
-        and c.now - c.current.mtime < c.policy.orphan_ttl_seconds
+        and not c.now - c.current.mtime >= c.policy.orphan_ttl_seconds
     )
 
 
@@ -368,19 +423,27 @@ APPLY_RULES: tuple[tuple[str, Callable[[_Recheck], bool], ApplyStatus], ...] = (
     ),
     ("an active claim names it now", _claimed_now, ApplyStatus.RETAINED_REFERENCED),
     ("the file is gone", _gone, ApplyStatus.ALREADY_MISSING),
+    (
+        "the owner shows a visible reference naming it",
+        _owner_shows,
+        ApplyStatus.RETAINED_REFERENCED,
+    ),
+    ("the owner was asked and cannot tell", _owner_cannot_tell, ApplyStatus.RETAINED_UNKNOWN),
     ("cannot be inspected or read now", _unreadable, ApplyStatus.RETAINED_UNKNOWN),
+    ("still being written (its writer's mark)", _writing_now, ApplyStatus.RETAINED_WRITING),
     ("type, links, owner, snapshot or digest changed", _changed, ApplyStatus.RACE_DETECTED),
     ("younger than the orphan TTL now", _recent_now, ApplyStatus.RETAINED_RECENT),
     ("unchanged and unclaimed", _unchanged, ApplyStatus.DELETED),
 )
 
 
-def revalidate(
+def revalidate(  # noqa: PLR0913 - the facts, then the policy and the owner's word
     planned: EntryFacts,
     current: EntryFacts | None,
     current_claims: Sequence[Claim],
-    now: int,
+    now: float,
     policy: Policy | None = None,
+    witness: Witness = Witness.NOT_ASKED,
 ) -> ApplyStatus:
     """The apply outcome for a planned entry, given what is true *now*.
 
@@ -388,23 +451,26 @@ def revalidate(
     post: implies(__return__ is ApplyStatus.DELETED, _none_active(current_claims, now))
     post: implies(__return__ is ApplyStatus.DELETED, planned.kind is EntryKind.REGULAR)
     post: implies(current is None, __return__ is not ApplyStatus.DELETED)
+    post: implies(__return__ is ApplyStatus.DELETED, witness in (Witness.NOT_ASKED, Witness.NONE))
+    post: implies(__return__ is ApplyStatus.DELETED, _complete(current))
     """
-    return APPLY_RULES[apply_rule(planned, current, current_claims, now, policy)][2]
+    return APPLY_RULES[apply_rule(planned, current, current_claims, now, policy, witness)][2]
 
 
-def apply_rule(
+def apply_rule(  # noqa: PLR0913 - as revalidate
     planned: EntryFacts,
     current: EntryFacts | None,
     current_claims: Sequence[Claim],
-    now: int,
+    now: float,
     policy: Policy | None = None,
+    witness: Witness = Witness.NOT_ASKED,
 ) -> int:
     """The index in :data:`APPLY_RULES` of the row that decides (see :func:`revalidate`).
 
     post: 0 <= __return__ < len(APPLY_RULES)
     """
     active = tuple(k for k in current_claims if claim_is_active(k, now)) if current_claims else ()
-    case = _Recheck(planned, current, active, now, policy)
+    case = _Recheck(planned, current, active, now, policy, witness)
     for index, (_name, condition, _status) in enumerate(APPLY_RULES):
         if condition(case):
             return index
@@ -419,7 +485,7 @@ def implies(a: bool, b: bool) -> bool:
 # --- predicates the contracts above are written in (kept short so one fits a line) ---
 
 
-def _none_active(claims: Sequence[Claim], now: int) -> bool:
+def _none_active(claims: Sequence[Claim], now: float) -> bool:
     return not any(claim_is_active(k, now) for k in claims)
 
 
@@ -430,10 +496,15 @@ def _ours(facts: EntryFacts | None) -> bool:
         and not facts.linked
         and facts.owned_name
         and facts.trusted
+        and not facts.writing
     )
 
 
-def _aged(facts: EntryFacts | None, policy: Policy, now: int) -> bool:
+def _complete(facts: EntryFacts | None) -> bool:
+    return facts is not None and not facts.writing
+
+
+def _aged(facts: EntryFacts | None, policy: Policy, now: float) -> bool:
     return facts is not None and now - facts.mtime >= policy.orphan_ttl_seconds
 
 

@@ -29,7 +29,8 @@ Rules
   never deleted while the owner still shows that reference (the operator was
   told it is there, so it must still work).  A COMMITTED lease past its
   ``retain_until`` is outside S1: the caller bounded how long its reference
-  needs the artifact.
+  needs the artifact.  (``S1.writing``) An artifact is never deleted while its
+  writer is still writing it: its pointer is about to be handed out.
 * **S2 prepare before publish**: the owner takes a publish only once that
   transaction's PREPARED record is durable.
 * **S3 tombstone before abort**: an ABORTED record exists only if the owner's
@@ -71,6 +72,7 @@ from .system import Model, SystemState
 __all__ = [
     "Invariant",
     "S1_FAIL_CLOSED",
+    "S1_WRITING",
     "S3_BURIED",
     "S6_REUSE",
     "Finding",
@@ -151,6 +153,7 @@ _PHRASES: dict[Invariant, str] = {
 
 #: The refinements some checker counts apart (docs/design.md section 8).
 S1_FAIL_CLOSED = Invariant.S1.refined("fail_closed")  # no deletion over a corrupt journal
+S1_WRITING = Invariant.S1.refined("writing")  # never delete a file still being written
 S3_BURIED = Invariant.S3.refined("buried")  # never abort an acknowledged publish
 S6_REUSE = Invariant.S6.refined("reuse")  # never take a name that existed
 
@@ -184,6 +187,13 @@ def s1_no_dangling_reference(o: Observable) -> Iterator[Finding]:
                     f"{v.other} is deleted while {v.txn}'s reference to it, "
                     "reported as pending_conflict, is visible",
                 )
+    for a in artifacts.values():
+        if a.cut_short:
+            yield (
+                S1_WRITING,
+                f"{a.name} is deleted while its writer is still writing it "
+                "(the pointer it returns names a deleted artifact)",
+            )
 
 
 def _needed(v: LeaseView, state: LeaseState) -> str:

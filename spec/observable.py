@@ -100,8 +100,11 @@ class ArtifactView(NamedTuple):
     rewritten: bool = False
     #: a new externalization took the name of one that existed (S6)
     reused: bool = False
-    #: a claim that cleanup honours protects it (L1: an unclaimed survivor is not done)
+    #: a claim that cleanup honours protects it, or the owner (cleanup's second witness)
+    #: shows a visible reference naming it (L1: an unclaimed survivor is not done)
     claimed: bool = False
+    #: it was deleted while its writer was still writing it (ghost, S1.writing)
+    cut_short: bool = False
 
 
 class Observable(NamedTuple):
@@ -114,5 +117,5 @@ class Observable(NamedTuple):
     #: how the journal's verified records changed, "" when they did not (S6)
     evidence_changed: str = ""
     #: the owner keeps contract O4: removing a reference leaves a tombstone that refuses a
-    #: late write (the real owners do; the model's owner removes to ABSENT, owner rule 4)
+    #: late write (the real owners and the model's owner, rule 4 of spec/owner.py, all do)
     removal_tombstones: bool = False

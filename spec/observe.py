@@ -28,7 +28,15 @@ from .actors import FileStatus, PublisherPc
 from .lease import LeaseState
 from .observable import ArtifactView, LeaseView, Observable, Shown
 from .owner import OwnerState
-from .system import FileSlot, JournalTxn, Model, OwnerSlot, SystemState, artifact_name, txn_name
+from .system import (
+    FileSlot,
+    JournalTxn,
+    Model,
+    OwnerSlot,
+    SystemState,
+    artifact_name,
+    txn_name,
+)
 
 __all__ = ["SpecObserver", "OUTSIDE_TOUCHED"]
 
@@ -83,7 +91,9 @@ class SpecObserver:
             self._slot_names[a]: self._artifact(a, f, s if claims and f.exists else None)
             for a, f in enumerate(s.files)
         }
-        return Observable(leases, artifacts, (OUTSIDE_TOUCHED,) if s.outside_touched else ())
+        outside = (OUTSIDE_TOUCHED,) if s.outside_touched else ()
+        # the model's owner keeps O4: a removal leaves a tombstone (owner rule 4)
+        return Observable(leases, artifacts, outside, removal_tombstones=True)
 
     def _lease(
         self, t: int, txn: JournalTxn, o: OwnerSlot, pc: PublisherPc, rejected: bool
@@ -112,8 +122,12 @@ class SpecObserver:
             may_land=o.inflight != 0 or pc in _SENDING,
             in_flight=o.inflight != 0 or o.pending_tombstone,
             rejected=rejected,
+            # S2 speaks of when the publish landed: a lease the journal lost later
+            # had its PREPARED record durable then (the ghost ``lost`` remembers it)
             unprepared_publish=(
-                o.record.state is OwnerState.PUBLISHED and LeaseState.PREPARED not in txn.durable
+                o.record.state is OwnerState.PUBLISHED
+                and LeaseState.PREPARED not in txn.durable
+                and not txn.lost
             ),
             awaits_operator=(
                 txn.conflict >= 0
@@ -124,7 +138,9 @@ class SpecObserver:
         )
 
     def _artifact(self, a: int, f: FileSlot, s: SystemState | None) -> ArtifactView:
-        claimed = s is not None and bool(self.model.claims_for(s, a))
+        claimed = s is not None and (
+            bool(self.model.claims_for(s, a)) or self.model.witnessed(s, a)
+        )
         key = (a, f, claimed)
         view = self._artifacts.get(key)
         if view is None:
@@ -134,5 +150,6 @@ class SpecObserver:
                 deleted=f.status is FileStatus.DELETED,
                 rewritten=f.content > 1,
                 claimed=claimed,
+                cut_short=f.cut_short,
             )
         return view

@@ -9,8 +9,11 @@ Rules
    stable: publishing an id that is already PUBLISHED changes nothing.
 3. ``PUBLISH`` on ``TOMBSTONED`` is *refused*: a tombstone permanently refuses
    a late write or a replay of that transaction id.
-4. ``REMOVE`` takes a PUBLISHED reference away; removing what is not there is
-   a no-op (a retried removal whose first ack was lost succeeds).
+4. ``REMOVE`` takes a PUBLISHED reference away and leaves a tombstone, so a
+   late write or replay of the id is refused (promise O4): PUBLISHED and
+   ABSENT become ``TOMBSTONED`` (a never-seen id is tombstoned too); removing
+   a tombstoned id is a no-op (a retried removal whose first ack was lost
+   succeeds).
 5. ``SEAL`` turns an ``ABSENT`` id into ``TOMBSTONED``.  It is a compare-and-set
    on the generation the caller observed: if the generation moved, nothing is
    written and the answer is ``STALE``.  Sealing a sealed id is a no-op.
@@ -118,8 +121,8 @@ OWNER_TRANSITIONS: Mapping[tuple[OwnerState, OwnerAction], tuple[OwnerState, Own
             (_O.ABSENT, _Act.PUBLISH): (_O.PUBLISHED, _R.APPLIED),
             (_O.PUBLISHED, _Act.PUBLISH): (_O.PUBLISHED, _R.NOOP),
             (_O.TOMBSTONED, _Act.PUBLISH): (_O.TOMBSTONED, _R.REFUSED),
-            (_O.PUBLISHED, _Act.REMOVE): (_O.ABSENT, _R.APPLIED),
-            (_O.ABSENT, _Act.REMOVE): (_O.ABSENT, _R.NOOP),
+            (_O.PUBLISHED, _Act.REMOVE): (_O.TOMBSTONED, _R.APPLIED),
+            (_O.ABSENT, _Act.REMOVE): (_O.TOMBSTONED, _R.APPLIED),
             (_O.TOMBSTONED, _Act.REMOVE): (_O.TOMBSTONED, _R.NOOP),
             (_O.ABSENT, _Act.SEAL): (_O.TOMBSTONED, _R.APPLIED),
             (_O.TOMBSTONED, _Act.SEAL): (_O.TOMBSTONED, _R.NOOP),

@@ -19,12 +19,17 @@ actors         --                                     every program counter, the
                                                       plan, the externalizer's counter
 ghosts         rejected-before-write flags, "touched  --
                a path outside" (for S7), the artifact
-               a reported pending_conflict names (S1)
+               a reported pending_conflict names (S1),
+               "deleted while being written" (S1),
+               "this lease's records were lost"
 ============== ===================================== ==============================
 
 Actors and their steps (each step is atomic; any interleaving is allowed):
 
-* externalizer: write a new artifact (exclusive create), fsync it;
+* externalizer: write a new artifact (exclusive create, taking the writer's
+  mark), complete it (its age starts then; fsync; the mark goes) and return
+  its pointer; (``Bounds.slow_writes``) its command goes quiet for longer than
+  the orphan TTL while the artifact is still being written;
 * clock: an artifact ages past the orphan TTL; (``Bounds.lease_expiry``) now
   passes a PREPARED or COMMITTED lease's ``retain_until``;
 * publisher (per transaction): PREPARED (append), journal fsync, send the
@@ -40,12 +45,18 @@ Actors and their steps (each step is atomic; any interleaving is allowed):
   CONFLICT record for a visible reference with another identity (reported as
   pending_conflict once durable);
 * GC: plan (classify with :func:`cleanup.classify`), apply (re-validate with
-  :func:`cleanup.revalidate`, under the journal lock, with the current claims);
+  :func:`cleanup.revalidate`, under the journal lock, with the current claims;
+  given the owner (``Bounds.gc_owner``), also with the owner as a second
+  witness: inside the owner's fence it asks whether a visible reference names
+  each artifact, :class:`cleanup.Witness`);
 * faults: ``Crash`` (keep only durable state, then recovery: the journal's
   durable records are the claims, every program counter restarts), a lost
   ack, a dropped request, an UNKNOWN answer, an external writer that alters
-  an artifact's bytes, and (``Bounds.foreign_publish``) another writer that
-  publishes a transaction's id naming another artifact of the session.
+  an artifact's bytes, (``Bounds.foreign_publish``) another writer that
+  publishes a transaction's id naming another artifact of the session, and
+  (``Bounds.lost_lease``) the journal losing a settled lease's records while
+  the owner still shows its reference (a journal cut back above the anchor,
+  or an older copy restored).
 
 Theory of operation
 ===================
@@ -170,6 +181,10 @@ class Mistake(IdentityEnum):
     ALREADY_SEALED_APPENDS_BLINDLY = (
         "a reconciler whose seal answers already_sealed appends ABORTED without folding the lease"
     )
+    GC_IGNORES_WRITER = "GC judges a file by its age alone, also while its writer still writes it"
+    GC_WITHOUT_OWNER_WITNESS = (
+        "GC deletes on the journal's word alone and never asks the owner what it shows"
+    )
 
 
 @attrs.frozen
@@ -192,6 +207,16 @@ class Bounds:
     lease_expiry: bool = False
     #: a second reconciler runs at the same time as the first (off by default, likewise)
     concurrent_reconcilers: bool = False
+    #: a command goes quiet for longer than the orphan TTL while its artifact is
+    #: still being written (its last write is old; off by default, likewise)
+    slow_writes: bool = False
+    #: the journal loses a settled (COMMITTED) lease whose reference the owner
+    #: still shows: cut back above the anchor, or an older copy restored (off by
+    #: default, likewise)
+    lost_lease: bool = False
+    #: the GC is given the owner as its second witness (``gc apply --owner``); off:
+    #: the journal is its only witness, as a GC run without an owner
+    gc_owner: bool = False
 
     def __attrs_post_init__(self) -> None:
         if not 1 <= self.artifacts <= 4:
@@ -248,12 +273,18 @@ def _bound_value(key: str, raw: str, default: object) -> int | bool:
 # compares them all).  Parts of different kinds never meet in one comparison:
 # each sits at its own place in :class:`SystemState`.
 class FileSlot(NamedTuple):
-    """One artifact name: status, content version (writes so far), aged, altered."""
+    """One artifact name: status, content version (writes so far), aged, altered.
+
+    ``VOLATILE`` is the artifact being written: its writer holds the mark and
+    has not returned the pointer.  ``cut_short`` is a ghost (never read by an
+    actor): the GC deleted the file while it was still being written.
+    """
 
     status: FileStatus = FileStatus.NONE
     content: int = 0
     old: bool = False
     tampered: bool = False
+    cut_short: bool = False
 
     @property
     def digest(self) -> int:
@@ -271,6 +302,8 @@ class JournalTxn(NamedTuple):
     the observed digest; ``conflict_volatile``: that record is not yet fsynced.
     ``expired``: now is past the ``retain_until`` the PREPARED record carries
     (time, not a record: a crash keeps it while the PREPARED record survives).
+    ``lost``: the journal lost this lease's records (``Bounds.lost_lease``); a
+    ghost that keeps its publisher from starting the id afresh.
     """
 
     durable: tuple[LeaseState, ...] = ()
@@ -280,6 +313,7 @@ class JournalTxn(NamedTuple):
     conflict_digest: int = 0
     conflict_volatile: bool = False
     expired: bool = False
+    lost: bool = False
 
     @property
     def unsynced(self) -> bool:
@@ -363,10 +397,14 @@ class SystemState(NamedTuple):
 class StepKind(IdentityEnum):
     """Every kind of step, with the sentence :meth:`Step.describe` fills in."""
 
-    EXTERNALIZE = "externalizer writes {a} (not yet fsynced)"
+    EXTERNALIZE = "externalizer creates {a} and starts writing it (not yet fsynced)"
     OVERWRITE = "externalizer's counter points at {a} again and overwrites it"
-    FSYNC_ARTIFACT = "externalizer fsyncs {a} and returns its pointer"
+    FSYNC_ARTIFACT = "externalizer completes {a}, fsyncs it and returns its pointer"
     TICK = "clock: {a} is now older than the orphan TTL"
+    QUIET = (
+        "clock: {a}'s command has been quiet for longer than the orphan TTL; "
+        "its last write is old, and {a} is still being written"
+    )
     EXPIRE = "clock: now is past the retain_until of {t}'s lease ({note})"
     TAMPER = "fault: someone outside toolswap alters the bytes of {a}"
     PREPARE = "publisher {t} appends PREPARED for {a} (not yet fsynced)"
@@ -407,6 +445,10 @@ class StepKind(IdentityEnum):
         "reconciler{r} reports pending_conflict for {t}: the owner's reference names {a}"
     )
     FOREIGN_PUBLISH = "fault: another writer publishes {t}'s id naming {a} (generation {note})"
+    LOSE_LEASE = (
+        "fault: the journal loses {t}'s records (cut back above the anchor, or an older "
+        "copy restored); the owner still shows {t}'s reference"
+    )
     GC_PLAN = "GC plans: {note}"
     GC_APPLY = "GC applies: {note}"
     SESSION_END = "session ends: the whole tool-results/ folder is deleted"
@@ -440,6 +482,7 @@ PROGRESS_STEPS: frozenset[StepKind] = frozenset(
     {
         StepKind.FSYNC_ARTIFACT,
         StepKind.TICK,
+        StepKind.QUIET,
         StepKind.EXPIRE,
         StepKind.JOURNAL_FSYNC,
         StepKind.SEND,
@@ -558,6 +601,18 @@ def _file(f: FileSlot, *, status: Any = _KEEP, old: Any = _KEEP, tampered: Any =
         f.content,
         f.old if old is _KEEP else old,
         f.tampered if tampered is _KEEP else tampered,
+        f.cut_short,
+    )
+
+
+def _deleted(f: FileSlot) -> FileSlot:
+    """``f`` deleted; deleting it while it is still being written is the ghost ``cut_short``."""
+    return FileSlot(
+        FILE_MACHINE.step(f.status, FileEvent.DELETE),
+        f.content,
+        f.old,
+        f.tampered,
+        f.cut_short or f.status is FileStatus.VOLATILE,
     )
 
 
@@ -697,10 +752,25 @@ class Model:
 
     @staticmethod
     def facts_of(slot: FileSlot) -> cleanup.EntryFacts | None:
+        """What cleanup learns of ``slot``: a file being written carries its writer's mark."""
         if not slot.exists:
             return None
         mtime = NOW - TTL if slot.old else NOW
-        return cleanup.EntryFacts(digest=slot.digest, size=slot.content, mtime=mtime)
+        return cleanup.EntryFacts(
+            digest=slot.digest,
+            size=slot.content,
+            mtime=mtime,
+            writing=slot.status is FileStatus.VOLATILE,
+        )
+
+    @property
+    def asks_owner(self) -> bool:
+        """Whether the GC asks the owner before it deletes (given one, and not its mistake)."""
+        return self.bounds.gc_owner and Mistake.GC_WITHOUT_OWNER_WITNESS not in self.mistakes
+
+    def witnessed(self, s: SystemState, slot: int) -> bool:
+        """Whether the GC's second witness shows a visible reference naming ``slot``."""
+        return self.asks_owner and slot in _shown_slots(self, s.owner)
 
     def _journal_step(self, txn: JournalTxn, action: LeaseAction) -> JournalTxn:
         """The journal's own rule: fold, then append only a state-changing record."""
@@ -800,7 +870,10 @@ class Model:
                 key = ("reconciler", i, r, journal, owners, files)
                 out += local(s, key, self._reconciler_steps, i, r)
             out += self._gc(s)
-        if b.foreign_publish:
+        if b.lost_lease:
+            key = ("faults", files, owners, journal, s.removers)
+            out += local(s, key, self._faults)
+        elif b.foreign_publish:
             out += local(s, ("faults", files, owners, journal), self._faults)
         else:
             out += local(s, ("faults", files), self._faults)
@@ -858,8 +931,11 @@ class Model:
                     break
         for a, f in enumerate(s.files):
             if f.status is FileStatus.VOLATILE:
-                f2 = _file(f, status=FILE_MACHINE.step(f.status, FileEvent.FSYNC))
+                # complete: the age starts now (the writer touches the file's mtime)
+                f2 = _file(f, status=FILE_MACHINE.step(f.status, FileEvent.FSYNC), old=False)
                 yield Step(StepKind.FSYNC_ARTIFACT, slot=a), self._with_file(s, a, f2)
+                if b.slow_writes and not f.old:
+                    yield Step(StepKind.QUIET, slot=a), self._with_file(s, a, _file(f, old=True))
             if f.status is FileStatus.PRESENT and not f.old:
                 yield Step(StepKind.TICK, slot=a), self._with_file(s, a, _file(f, old=True))
 
@@ -893,7 +969,7 @@ class Model:
                 Step(StepKind.REPLAY, txn=t, note=txn.state.value),
                 self._with_pub(s2, t, PublisherEvent.REPLAY),
             )
-        elif pc is PublisherPc.IDLE and txn.state is LeaseState.NEW:
+        elif pc is PublisherPc.IDLE and txn.state is LeaseState.NEW and not txn.lost:
             # under the session lock: the artifact exists, is ours, digest matches
             if f.status is FileStatus.PRESENT and not f.tampered:
                 lease.step(txn.state, LeaseAction.PREPARE)
@@ -1161,7 +1237,10 @@ class Model:
         return Step(StepKind.OBSERVE, txn=t, note=note, by=i), s2
 
     def _gc(self, s: SystemState) -> Iterator[tuple[Step, SystemState]]:
-        key = (s.gc_plan, s.files, s.journal, s.outside_touched)
+        # the owner enters only through what the witness reads: which artifacts it shows
+        asks = s.gc_plan is not None and self.asks_owner
+        shown = _shown_slots(self, s.owner) if asks else ()
+        key = (s.gc_plan, s.files, s.journal, s.outside_touched, shown)
         try:
             found = self._gc_steps[key]
         except KeyError:
@@ -1191,6 +1270,8 @@ class Model:
                 claims = self.claims_for(s, a)
                 if facts is None:
                     continue
+                if Mistake.GC_IGNORES_WRITER in m:
+                    facts = facts._replace(writing=False)
                 if Mistake.GC_IGNORES_DIGEST_CONFLICT in m:
                     claims = tuple(k for k in claims if k.digest == facts.digest)
                 status = cleanup.classify(facts, claims, policy, NOW, planned)
@@ -1217,11 +1298,21 @@ class Model:
         else:
             s2 = _evolve(s, gc_plan=None)
             done: list[str] = []
+            asks = self.asks_owner
+            shown = _shown_slots(self, s.owner) if asks else ()
             for x in s.gc_plan:
                 if x.kind is TargetKind.ARTIFACT:
                     a = x.index
                     f = s2.files[a]
                     current = self.facts_of(f)
+                    if Mistake.GC_IGNORES_WRITER in m and current is not None:
+                        current = current._replace(writing=False)
+                    if not asks:
+                        witness = cleanup.Witness.NOT_ASKED
+                    elif a in shown:
+                        witness = cleanup.Witness.SHOWN
+                    else:
+                        witness = cleanup.Witness.NONE
                     claims = self.claims_for(s2, a)
                     if Mistake.GC_IGNORES_DIGEST_CONFLICT in m and current is not None:
                         claims = tuple(k for k in claims if k.digest == current.digest)
@@ -1233,10 +1324,9 @@ class Model:
                         )
                     else:
                         assert x.facts is not None
-                        outcome = cleanup.revalidate(x.facts, current, claims, NOW)
+                        outcome = cleanup.revalidate(x.facts, current, claims, NOW, witness=witness)
                     if outcome is cleanup.ApplyStatus.DELETED:
-                        f2 = _file(f, status=FILE_MACHINE.step(f.status, FileEvent.DELETE))
-                        s2 = self._with_file(s2, a, f2)
+                        s2 = self._with_file(s2, a, _deleted(f))
                     done.append(f"{artifact_name(a)} {outcome.value}")
                 elif x.kind is TargetKind.FOREIGN_ENTRY:
                     s2 = _evolve(s2, outside_touched=True)
@@ -1250,8 +1340,7 @@ class Model:
                         a = self.artifact_of(t)
                         f = s2.files[a]
                         if f.exists:
-                            f2 = _file(f, status=FILE_MACHINE.step(f.status, FileEvent.DELETE))
-                            s2 = self._with_file(s2, a, f2)
+                            s2 = self._with_file(s2, a, _deleted(f))
                         done.append(
                             f"deleted {txn_name(t)}'s Memory artifact_path {artifact_name(a)}"
                         )
@@ -1270,13 +1359,29 @@ class Model:
                         self._with_file(s, a, _file(f, tampered=True)),
                     )
         if Mistake.DELETE_FOLDER_AT_SESSION_END in self.mistakes and any(f.exists for f in s.files):
-            files = tuple(
-                _file(f, status=FILE_MACHINE.step(f.status, FileEvent.DELETE)) if f.exists else f
-                for f in s.files
-            )
+            files = tuple(_deleted(f) if f.exists else f for f in s.files)
             yield Step(StepKind.SESSION_END), _evolve(s, files=files)
         if b.foreign_publish:
             yield from self._foreign_publishes(s)
+        if b.lost_lease:
+            yield from self._lost_leases(s)
+
+    def _lost_leases(self, s: SystemState) -> Iterator[tuple[Step, SystemState]]:
+        """The journal loses a settled lease whose reference the owner shows.
+
+        Only a COMMITTED lease whose publish is done (nothing in flight, no
+        removal under way): a lease lost while its publish may still land is
+        beyond any witness (docs/design.md section 5 says so).
+        """
+        for t, txn in enumerate(s.journal):
+            if txn.durable_state is not LeaseState.COMMITTED or txn.unsynced:
+                continue
+            o = s.owner[t]
+            if o.inflight or o.record.state is not OwnerState.PUBLISHED:
+                continue
+            if s.removers[t] is not RemoverPc.IDLE:
+                continue
+            yield Step(StepKind.LOSE_LEASE, txn=t), self._with_journal(s, t, JournalTxn(lost=True))
 
     def _foreign_publishes(self, s: SystemState) -> Iterator[tuple[Step, SystemState]]:
         """Another writer publishes t's id (absent, unsealed) naming another present artifact.
@@ -1335,6 +1440,20 @@ def _crash_journal(txn: JournalTxn) -> JournalTxn:
         *((-1, 0) if txn.conflict_volatile else (txn.conflict, txn.conflict_digest)),
         False,
         txn.expired and bool(txn.durable),  # time does not go back; a lost lease has none
+        txn.lost,
+    )
+
+
+def _shown_slots(model: Model, owners: tuple[OwnerSlot, ...]) -> tuple[int, ...]:
+    """The artifact slots a visible reference in the owner names, in order."""
+    return tuple(
+        sorted(
+            {
+                o.names if o.names >= 0 else model.artifact_of(t)
+                for t, o in enumerate(owners)
+                if o.record.state is OwnerState.PUBLISHED
+            }
+        )
     )
 
 

@@ -223,14 +223,37 @@ _ROWS: tuple[Variant, ...] = (
     Variant(
         "two-reconcilers",
         _M.ALREADY_SEALED_APPENDS_BLINDLY,
-        "Two reconcilers worked on the same PREPARED lease at once. Both saw it absent "
-        "and the first sealed it; meanwhile the lease was settled (by the publisher or "
-        "by the first reconciler). The second's seal answered already_sealed, and it took "
-        "that answer as licence to append ABORTED at once, without folding the lease "
-        "under the lock: a second terminal event. Fix: every append goes through the "
-        "journal's fold, so the second reconciler finds the lease already ABORTED and "
-        "appends nothing (already_aborted).",
-        faults=("concurrent_reconcilers",),
+        "A reconciler saw a PREPARED lease absent inside the fence and went to seal it. "
+        "Meanwhile the lease was settled: here the publish landed, the lease was "
+        "committed and the reference removed, and the removal left its tombstone (a "
+        "second reconciler sealing first does the same). The seal answered "
+        "already_sealed, and the reconciler took that answer as licence to append "
+        "ABORTED at once, without folding the lease under the lock: a second terminal "
+        "event. Fix: every append goes through the journal's fold, so the reconciler "
+        "finds the lease COMMITTED or already ABORTED and appends nothing.",
+    ),
+    Variant(
+        "gc-ignores-writer",
+        _M.GC_IGNORES_WRITER,
+        "A command printed part of its output, then went quiet for longer than the "
+        "orphan TTL. Its artifact was still being written, but its last write was old, "
+        "so the GC judged it by age alone and deleted it; the pointer the externalizer "
+        "then returned names a deleted artifact. Fix: the writer takes a mark on the "
+        "new file under the session lock (an exclusive flock) and keeps it until the "
+        "artifact is complete and durable; the GC keeps every marked file "
+        "(retained_writing), and the artifact's age starts when it is complete.",
+        faults=("slow_writes",),
+    ),
+    Variant(
+        "gc-without-owner-witness",
+        _M.GC_WITHOUT_OWNER_WITNESS,
+        "The journal lost a settled lease (cut back above its anchor, or an older copy "
+        "restored), while the owner still showed the reference. The GC asked only the "
+        "journal, found no claim and deleted the artifact the visible reference names. "
+        "Fix: a cleanup given the owner asks it, inside a fence that holds back every "
+        "publish naming the artifact, whether a visible reference names it, and keeps "
+        "the file when one does or when the owner cannot tell.",
+        faults=("lost_lease", "gc_owner"),
     ),
 )
 

@@ -7,44 +7,48 @@ import os
 from jsonl_owner import JsonlOwner
 
 from toolswap.testing import OwnerHarness, StoreFault
+from toolswap.testing.faults import FaultPlan
 
-ERRNO = {
-    StoreFault.FAIL: errno.EIO,
-    StoreFault.TIMEOUT: errno.ETIMEDOUT,
-    StoreFault.LOST_ACK: errno.EIO,
-}
+ERRNO = {StoreFault.FAIL: errno.EIO, StoreFault.TIMEOUT: errno.ETIMEDOUT}
+TORN = b'{"txn": "kit-torn", "kind": publi\n'  # a whole line no JSON parser takes
 
 
 class FaultyJsonlOwner(JsonlOwner):
-    """The adapter unchanged, with a fault hook under its store calls.
+    """The adapter unchanged, with the kit's fault plan under its store calls.
 
-    FAIL and TIMEOUT stop the next store call before it is made.  LOST_ACK lets the
-    operation's last store call happen (its write, else its unlock), then loses the answer.
+    Each read, write and unlock asks the plan first: fail before the call is made,
+    lose the answer after it was made, or (a read) return data that does not parse.
     """
 
     def __init__(self, folder):
         super().__init__(folder)
-        self.armed = []
+        self.plan = FaultPlan()
 
-    def _fire(self, before):
-        if self.armed and (self.armed[0] is not StoreFault.LOST_ACK) == before:
-            raise OSError(ERRNO[self.armed[0]], f"injected {self.armed.pop(0)}")
+    def _call(self, call, reads=False, completes=False):
+        step = self.plan.step(reads=reads, completes=completes)  # sleeps for a DELAY
+        if step.fails:
+            raise OSError(ERRNO[step.fault], f"injected {step.fault}")
+        result = call()
+        if step.lost_ack:
+            raise OSError(errno.EIO, "injected lost_ack")
+        return result + TORN if step.corrupt else result
 
     def _read(self, file):
-        self._fire(before=True)
-        return super()._read(file)
+        read = super()._read
+        return self._call(lambda: read(file), reads=True)
 
     def _write(self, file, end, record):
-        self._fire(before=True)
-        super()._write(file, end, record)
-        self._fire(before=False)
+        write = super()._write
+        self._call(lambda: write(file, end, record))
 
     def _unlock(self, file):
-        super()._unlock(file)
-        self._fire(before=False)
+        unlock = super()._unlock
+        self._call(lambda: unlock(file), completes=True)
 
 
 class JsonlHarness(OwnerHarness):
+    shared_handles = True  # every call opens its own file: threads may share a handle
+
     def open_owner(self):
         return FaultyJsonlOwner(self.workdir)
 
@@ -54,8 +58,17 @@ class JsonlHarness(OwnerHarness):
         with open(os.path.join(self.workdir, "references.jsonl"), "ab") as file:
             file.write(b'{"txn": "kit-torn", "kind": "publi')
 
+    def restart_after_power_cut(self):
+        pass  # one file in the work folder: the next handle reads what survived the cut
+
+    def fault_plan(self, owner):
+        return owner.plan
+
     def inject_fault(self, owner, fault):
-        owner.armed.append(fault)
+        owner.plan.arm(fault)
+
+    def advance_clock(self, seconds):
+        pass  # nothing in the file or the adapter reads a clock
 
     def secrets(self):
         return (self.workdir,)

@@ -35,6 +35,15 @@ class JsonlOwner:
     def __init__(self, folder):
         self.path = os.path.join(folder, "references.jsonl")
         self.held = set()  # the files holding the lock right now
+        # Create the file now: a new file's name survives a power cut only once its
+        # folder is fsynced, and every write below fsyncs the file alone.
+        with store_errors("opening the store"):
+            os.close(os.open(self.path, os.O_CREAT | os.O_WRONLY, 0o600))
+            folder_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+            try:
+                os.fsync(folder_fd)
+            finally:
+                os.close(folder_fd)
 
     # The store calls (a fault-injecting harness overrides them): read, write, unlock.
     def _read(self, file):

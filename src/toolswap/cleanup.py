@@ -21,6 +21,10 @@ Plan (:func:`plan_cleanup`, :func:`plan_cleanup_from_journal`):
                           ``tool_result_NNN.txt``
    ``retained_unknown``   an artifact name we cannot vouch for: another uid,
                           unreadable, or changed while it was hashed
+   ``retained_writing``   still being written: its writer holds the mark (an
+                          exclusive ``flock`` taken under the session lock
+                          when the name was created), however old its last
+                          write
    ``retained_corrupt``   an active claim names it, and a claim's digest
                           disagrees with the file's bytes
    ``retained_referenced`` active claims name it and their digests match
@@ -40,14 +44,27 @@ Apply (:func:`apply_cleanup`, :func:`apply_cleanup_from_journal`):
 
 1. Refuse a hostile plan (odd names, duplicates, another session or root,
    more planned deletions than the plan's own limit) before touching anything.
-2. Take the session lock -- the same lock ``prepare`` takes -- and obtain the
+2. Given an owner (the second witness), enter its census fence for every
+   planned artifact (promise O9 of :mod:`toolswap.owner`): until apply ends,
+   no publish naming one of them lands, and the owner says which visible
+   references name each.  An owner that cannot tell keeps every file.  The
+   fence comes before the session lock, as the journal's does.
+3. Take the session lock -- the same lock ``prepare`` takes -- and obtain the
    **current** claims inside it (the journal-aware form re-reads the journal
    there; the raw form refuses if the session has a journal at all).
-3. For each ``planned_delete`` entry, still inside the lock: a current claim
-   keeps it; re-check file type (``lstat``, never through a symlink), owner,
-   snapshot, age and the **full** streamed digest.  Any change is
-   ``race_detected``; a vanished file is ``already_missing``.
-4. Unlink; after the last unlink fsync the directory once; release the lock.
+4. For each ``planned_delete`` entry, still inside the lock: a current claim,
+   or a visible reference the owner shows, keeps it; re-check file type
+   (``lstat``, never through a symlink), owner, snapshot, the writer's mark,
+   age and the **full** streamed digest.  Any change is ``race_detected``; a
+   vanished file is ``already_missing``.
+5. Unlink; after the last unlink fsync the directory once; release the lock,
+   then the owner's fence.
+
+Which claims protect is always said, never assumed: the journal's leases, or
+the caller's raw claims (``claims=()`` for a session whose artifacts nothing
+references).  Given neither, cleanup uses the session's journal; a session
+that never had one refuses (:class:`ClaimsRequiredError`) rather than read a
+forgotten argument as "nothing is referenced".
 
 A plan is only a list of candidates: apply trusts nothing in it but the name
 (validated again) and the expected facts it compares against.  Applying the
@@ -74,6 +91,7 @@ from toolswap.spec.cleanup import EntryKind as _EntryKind
 from toolswap.spec.cleanup import PlanStatus as _PlanStatus
 
 from .decisions import (
+    WITNESS,
     apply_status,
     claim_active,
     digest_of,
@@ -87,10 +105,12 @@ from .decisions import (
 from .domain import (
     ArtifactRetentionClaim,
     artifact_number,
+    format_source_id,
     is_artifact_filename,
     parse_source_id,
 )
 from .errors import (
+    ClaimsRequiredError,
     CleanupRefused,
     CorruptStateError,
     EnvironmentFailure,
@@ -105,6 +125,7 @@ from .session import TOOL_RESULTS, SessionPaths
 
 if TYPE_CHECKING:
     from .journal import ArtifactRetentionJournal
+    from .owner import ArtifactReferenceOwner
 
 __all__ = [
     "ArtifactCleanupPolicy",
@@ -115,6 +136,7 @@ __all__ = [
     "FileSnapshot",
     "ScanProgress",
     "CleanupRefused",
+    "ClaimsRequiredError",
     "ForeignClaimError",
     "HostilePlanError",
     "JournalRequiredError",
@@ -137,6 +159,7 @@ RETAINED_REFERENCED = _PlanStatus.RETAINED_REFERENCED
 RETAINED_RECENT = _PlanStatus.RETAINED_RECENT
 RETAINED_LIMIT = _PlanStatus.RETAINED_LIMIT
 RETAINED_UNKNOWN = _PlanStatus.RETAINED_UNKNOWN
+RETAINED_WRITING = _PlanStatus.RETAINED_WRITING
 DENIED = _PlanStatus.DENIED
 RETAINED_CORRUPT = _PlanStatus.RETAINED_CORRUPT
 MISSING_REFERENCED = _PlanStatus.MISSING_REFERENCED
@@ -156,6 +179,7 @@ APPLY_STATUSES: frozenset[str] = frozenset(
         RETAINED_CORRUPT,
         RETAINED_RECENT,
         RETAINED_UNKNOWN,
+        RETAINED_WRITING,
     }
 )
 _SYMLINK = _EntryKind.SYMLINK
@@ -473,20 +497,29 @@ class _Hashed(Protocol):
     def __call__(self, done: int) -> None: ...
 
 
+class _BeingWritten(Exception):
+    """The file's writer still holds its mark: its bytes are not complete."""
+
+
 def _stream_sha256(
     fs: FileSystem, path: str, expected: FileFacts, on_chunk: _Hashed | None = None
 ) -> str | None:
     """The SHA-256 of ``path`` if it is still the file ``expected`` describes, else None.
 
-    Opens a regular file without following a symlink, streams at most one byte
-    more than ``expected.size`` in 1 MiB chunks, then checks on the open handle
-    that it is the file that was ``lstat``-ed (device, inode) and that it did
-    not change while it was read (size, mtime).  The identity is checked after
-    the read, not before: a handle's file never changes, and the read is
-    bounded, so one ``fstat`` tells both.
+    Opens a regular file without following a symlink and first asks for the
+    writer's mark: a shared lock that a writer's exclusive one refuses
+    (:class:`_BeingWritten`; the probe holds its lock until the handle closes,
+    which no writer waits for: a writer locks only the name it just created).
+    Then streams at most one byte more than ``expected.size`` in 1 MiB chunks,
+    and checks on the open handle that it is the file that was ``lstat``-ed
+    (device, inode) and that it did not change while it was read (size,
+    mtime).  The identity is checked after the read, not before: a handle's
+    file never changes, and the read is bounded, so one ``fstat`` tells both.
     """
     handle = fs.open_read(path)
     try:
+        if not fs.try_flock(handle, exclusive=False):
+            raise _BeingWritten(path)
         digest = hashlib.sha256()
         done = 0
         while True:
@@ -701,6 +734,15 @@ def _decide_file(
         try:
             sha256 = _stream_sha256(fs, paths.artifact_path(name), facts, report)
             reason = "changed while it was hashed"
+        except _BeingWritten:
+            writing = spec_facts(name, facts, owned=True, writing=True)
+            return PlanEntry(
+                name=name,
+                status=plan_status(writing, claims, rules, now, 0),
+                reason="being written: its writer holds the mark",
+                snapshot=snapshot,
+                reference_count=count,
+            )
         except FileNotFoundError:
             gone = True
             reason = "vanished while it was planned"
@@ -735,11 +777,13 @@ def plan_cleanup(
     """Plan a cleanup of one session; read-only.  Which claims protect is chosen here:
 
     * ``journal`` given: the leases it recovers; a corrupt journal refuses;
-    * ``claims`` given (raw claims, a session without a lease journal): refuses
-      with :class:`JournalRequiredError` once the session has a journal, because
+    * ``claims`` given (raw claims, a session without a lease journal; ``()``
+      when nothing references its artifacts): refuses with
+      :class:`JournalRequiredError` once the session has a journal, because
       raw claims cannot see a PREPARED lease, so they cannot protect it (S1);
     * neither: the session's own journal if it has, or once had, one
-      (:func:`session_journal`, with ``clock`` as its clock), else no claims.
+      (:func:`session_journal`, with ``clock`` as its clock); a session that
+      never had one refuses with :class:`ClaimsRequiredError`.
 
     With a journal, time is the journal's: ``now``, else its clock.
     """
@@ -783,20 +827,32 @@ def _choose(
 ) -> ArtifactRetentionJournal | None:
     """The journal to clean with, or None for raw claims (see :func:`plan_cleanup`).
 
-    Given neither, apply keeps the form its ``plan`` was made in: a raw plan
-    stays raw (and refuses if a journal appeared since), a journal-aware plan
-    needs the session's journal (and refuses if it is gone).
+    Given neither, the session's journal; a session without one refuses
+    (:class:`ClaimsRequiredError`), and so does apply of a raw plan (its
+    claims must be given again, as they are now).  A journal-aware plan needs
+    the session's journal (and refuses if it is gone).
     """
     if journal is not None:
         if claims is not None:
             raise UsageError("pass claims or a journal, not both: the journal's leases protect")
         return journal
-    if claims is not None or (plan is not None and not plan.journal_aware):
+    if claims is not None:
         return None
+    if plan is not None and not plan.journal_aware:
+        raise ClaimsRequiredError(
+            "the plan was made with raw claims: apply needs the current ones (claims=..., "
+            "or claims=() when nothing references the session's artifacts)"
+        )
     chosen = session_journal(paths, fs, clock=clock)
-    if chosen is None and plan is not None:
-        raise CleanupRefused(
-            "the plan was made with the session's lease journal, which is gone; cleanup refuses"
+    if chosen is None:
+        if plan is not None:
+            raise CleanupRefused(
+                "the plan was made with the session's lease journal, which is gone; cleanup refuses"
+            )
+        raise ClaimsRequiredError(
+            "this session has no lease journal and no claims were given: pass claims=() "
+            "if nothing references its artifacts (S1: a forgotten argument is not "
+            "'no references')"
         )
     return chosen
 
@@ -914,8 +970,12 @@ def _apply_locked(
     index: _ClaimIndex,
     fs: FileSystem,
     now: float,
+    witness: _Witness | None = None,
 ) -> CleanupReport:
-    """Steps 3-4 of apply; the caller holds the session lock and passed current claims."""
+    """Steps 4-5 of apply; the caller holds the session lock and passed current claims.
+
+    ``witness``: what the owner said of each planned name (None: no owner given).
+    """
     _check_plan_target(paths, plan, fs)
     uid = fs.current_uid()
     dry = plan.policy.dry_run
@@ -930,7 +990,8 @@ def _apply_locked(
     outcomes: list[ReportEntry] = []
     deleted_any = False
     for entry in plan.planned:
-        status, reason = _revalidate_and_delete(paths, entry, index, rules, fs, uid, now, dry)
+        said = None if witness is None else witness.get(entry.name, _CANNOT_TELL)
+        status, reason = _revalidate_and_delete(paths, entry, index, rules, fs, uid, now, dry, said)
         deleted_any = deleted_any or status == DELETED
         outcomes.append(ReportEntry(name=entry.name, status=status, reason=reason))
     if deleted_any:
@@ -952,11 +1013,13 @@ def _revalidate_and_delete(
     uid: int,
     now: float,
     dry: bool,
+    said: _Said | None = None,
 ) -> tuple[str, str]:
     """Gather what is true now, in the apply rows' order; the spec's APPLY_RULES decides.
 
     Each step asks the table with what is known so far (a fact not read yet is
     taken as planned), and stops at the first row that keeps the file.
+    ``said``: the owner's word on this artifact (None: cleanup has no owner).
     """
     expected = entry.snapshot
     assert expected is not None and entry.sha256 is not None  # _check_plan_shape
@@ -966,8 +1029,10 @@ def _revalidate_and_delete(
         entry.sha256, expected.size, expected.mtime_ns, expected.device, expected.inode
     )
 
+    witness = None if said is None else said.witness
+
     def decide(current: Any) -> str:
-        status: str = apply_status(planned, current, claims, now, rules)
+        status: str = apply_status(planned, current, claims, now, rules, witness)
         return status
 
     if digests:  # rows 1-2 read only the claims
@@ -984,9 +1049,14 @@ def _revalidate_and_delete(
     )
     status = decide(now_seen)
     if status != DELETED:
+        if said is not None and said.witness is not WITNESS["none"]:
+            return status, said.reason  # the owner's word (rows 4-5) comes before the file's
         return status, _why_kept_now(status, facts, expected, uid)
     try:
         sha256 = _stream_sha256(fs, path, facts)
+    except _BeingWritten:
+        status = decide(now_seen._replace(writing=True))
+        return status, "being written since the plan: its writer holds the mark"
     except FileNotFoundError:
         return decide(None), "vanished during re-validation"
     except OSError as exc:
@@ -1012,6 +1082,78 @@ def _revalidate_and_delete(
     return DELETED, "unreferenced orphan, re-validated"
 
 
+class _Said(NamedTuple):
+    """What the owner said of one planned artifact, and why it keeps the file (if it does)."""
+
+    witness: Any  # the spec's Witness
+    reason: str
+
+
+_Witness = Mapping[str, _Said]
+_CANNOT_TELL = _Said(WITNESS["unknown"], "the owner's census did not name it: cannot tell")
+_MAX_NAMED = 3
+
+
+@contextmanager
+def _census(
+    paths: SessionPaths, plan: CleanupPlan, owner: ArtifactReferenceOwner | None
+) -> Iterator[_Witness | None]:
+    """Step 2 of apply: the owner's census fence over the planned artifacts (O9).
+
+    Yields name -> what the owner said, for the whole of apply (its fence
+    holds back every publish naming one of them); None without an owner.  An
+    owner that cannot tell (its fence fails, an answer is missing or not a
+    list of ids) keeps the file; the reason names the error's type only, as
+    an owner's message may carry what it should not (O7).
+    """
+    if owner is None:
+        yield None
+        return
+    census_fenced = getattr(owner, "census_fenced", None)
+    if not callable(census_fenced):
+        raise UsageError(
+            f"{type(owner).__name__} offers no census of references (promise O9), so it "
+            "cannot be cleanup's second witness; clean without an owner"
+        )
+    ids: dict[str, str] = {}
+    for entry in plan.planned:
+        try:
+            ids[entry.name] = format_source_id(paths.session_id, entry.name, entry.sha256 or "")
+        except UsageError:
+            continue  # a forged digest: the file is kept as a race, and the owner is not asked
+    if not ids:
+        yield {}
+        return
+    try:
+        manager = census_fenced(tuple(ids.values()))
+        census = manager.__enter__()
+    except Exception as exc:
+        said = _Said(WITNESS["unknown"], f"the owner cannot tell ({type(exc).__name__})")
+        yield dict.fromkeys(ids, said)
+        return
+    try:
+        yield {name: _said(census, source_id) for name, source_id in ids.items()}
+    except BaseException as exc:
+        if not manager.__exit__(type(exc), exc, exc.__traceback__):
+            raise
+    else:
+        manager.__exit__(None, None, None)
+
+
+def _said(census: object, source_id: str) -> _Said:
+    try:
+        named = census[source_id]  # type: ignore[index]
+    except Exception:
+        return _CANNOT_TELL
+    if not isinstance(named, tuple | list) or not all(isinstance(t, str) for t in named):
+        return _Said(WITNESS["unknown"], "the owner's census answer is not a list of ids")
+    if not named:
+        return _Said(WITNESS["none"], "")
+    shown = ", ".join(repr(t[:40]) for t in named[:_MAX_NAMED])
+    more = f" and {len(named) - _MAX_NAMED} more" if len(named) > _MAX_NAMED else ""
+    return _Said(WITNESS["shown"], f"the owner shows a visible reference naming it ({shown}{more})")
+
+
 def _why_kept_now(status: str, facts: FileFacts, expected: FileSnapshot, uid: int) -> str:
     """Why the table kept a file after its ``lstat``, in words (the table chose ``status``)."""
     if status == RETAINED_RECENT:
@@ -1031,6 +1173,7 @@ def apply_cleanup(
     *,
     claims: Iterable[ArtifactRetentionClaim] | None = None,
     journal: ArtifactRetentionJournal | None = None,
+    owner: ArtifactReferenceOwner | None = None,
     fs: FileSystem = REAL_FS,
     now: float | None = None,
     clock: Callable[[], float] = time.time,
@@ -1040,19 +1183,25 @@ def apply_cleanup(
     The claims are chosen as in :func:`plan_cleanup`: the journal's leases
     (re-read under the lock), the caller's raw claims (refused with
     :class:`JournalRequiredError` if the session has a lease journal), or,
-    given neither, the form the plan was made in: the session's journal for a
-    journal-aware plan (refused if it is gone), no claims for a raw one.
+    given neither, the session's journal for a journal-aware plan (refused if
+    it is gone); a raw plan needs its claims given again
+    (:class:`ClaimsRequiredError`), ``claims=()`` when nothing references the
+    session's artifacts.
+
+    ``owner`` (optional, an owner that keeps promise O9) is the second
+    witness: a file the owner shows a visible reference to, or cannot tell
+    about, is kept, whatever the journal says.
     """
     _check_plan_shape(plan)
     journal = _choose(paths, claims, journal, fs, clock, plan)
     if journal is not None:
-        return apply_cleanup_from_journal(paths, plan, journal, fs=fs, now=now)
+        return apply_cleanup_from_journal(paths, plan, journal, owner=owner, fs=fs, now=now)
     claim_list = _claim_list(claims)
-    with paths.session_lock(fs):
+    with _census(paths, plan, owner) as witness, paths.session_lock(fs):
         _refuse_if_journal(paths, fs)
         moment = clock() if now is None else now
         index = _index_claims(paths, claim_list, moment)
-        return _apply_locked(paths, plan, index, fs, moment)
+        return _apply_locked(paths, plan, index, fs, moment, witness)
 
 
 def apply_cleanup_from_journal(
@@ -1060,6 +1209,7 @@ def apply_cleanup_from_journal(
     plan: CleanupPlan,
     journal: ArtifactRetentionJournal,
     *,
+    owner: ArtifactReferenceOwner | None = None,
     fs: FileSystem = REAL_FS,
     now: float | None = None,
 ) -> CleanupReport:
@@ -1072,7 +1222,7 @@ def apply_cleanup_from_journal(
     """
     _check_plan_shape(plan)
     _check_journal_session(paths, journal)
-    with _journal_locked(journal, now):
+    with _census(paths, plan, owner) as witness, _journal_locked(journal, now):
         try:
             recovery = journal.recover(now=now)  # re-entrant: the lock is already ours
         except CorruptStateError as exc:
@@ -1082,7 +1232,7 @@ def apply_cleanup_from_journal(
         # Remember what was verified before anything is deleted: a journal cut
         # back later is refused instead of read as fewer leases.
         journal.anchor_verified()
-        return _apply_locked(paths, plan, index, fs, moment)
+        return _apply_locked(paths, plan, index, fs, moment, witness)
 
 
 @contextmanager
@@ -1110,6 +1260,7 @@ def cleanup_session(
     claims: Iterable[ArtifactRetentionClaim] | None = None,
     *,
     journal: ArtifactRetentionJournal | None = None,
+    owner: ArtifactReferenceOwner | None = None,
     policy: ArtifactCleanupPolicy,
     fs: FileSystem = REAL_FS,
     now: float | None = None,
@@ -1121,11 +1272,11 @@ def cleanup_session(
     journal = _choose(paths, claim_list, journal, fs, clock)
     if journal is not None:
         return cleanup_session_from_journal(
-            paths, journal, policy=policy, fs=fs, now=now, progress=progress
+            paths, journal, owner=owner, policy=policy, fs=fs, now=now, progress=progress
         )
     raw = _claim_list(claim_list)
     plan = plan_cleanup(paths, raw, policy=policy, fs=fs, now=now, clock=clock, progress=progress)
-    report = apply_cleanup(paths, plan, claims=raw, fs=fs, now=now, clock=clock)
+    report = apply_cleanup(paths, plan, claims=raw, owner=owner, fs=fs, now=now, clock=clock)
     return plan, report
 
 
@@ -1133,6 +1284,7 @@ def cleanup_session_from_journal(
     paths: SessionPaths,
     journal: ArtifactRetentionJournal,
     *,
+    owner: ArtifactReferenceOwner | None = None,
     policy: ArtifactCleanupPolicy,
     fs: FileSystem = REAL_FS,
     now: float | None = None,
@@ -1142,5 +1294,5 @@ def cleanup_session_from_journal(
     plan = plan_cleanup_from_journal(
         paths, journal, policy=policy, fs=fs, now=now, progress=progress
     )
-    report = apply_cleanup_from_journal(paths, plan, journal, fs=fs, now=now)
+    report = apply_cleanup_from_journal(paths, plan, journal, owner=owner, fs=fs, now=now)
     return plan, report

@@ -13,18 +13,30 @@ Rules
 2. **Streamed, never whole.**  stdout and stderr are one pipe; its bytes go
    chunk by chunk into :meth:`ToolResultExternalizer.externalize`, which keeps
    at most one threshold's worth in memory.
-3. **One process group.**  The command starts in a session of its own, so a
-   stop reaches everything it spawned: ``SIGTERM`` (or the signal that stopped
-   us) to the group, ``SIGKILL`` after :data:`KILL_GRACE_SECONDS`, then the
-   pipe is drained for at most :data:`DRAIN_GRACE_SECONDS` more (a process
-   that left the group may hold it open forever).
+3. **One process group, ended with the call.**  The command starts in a
+   session of its own, so a stop reaches everything it spawned: ``SIGTERM``
+   (or the signal that stopped us) to the group, ``SIGKILL`` after
+   :data:`KILL_GRACE_SECONDS`, then the pipe is drained for at most
+   :data:`DRAIN_GRACE_SECONDS` more.  The call ends when the command itself
+   (the group's leader) has exited: a background child that keeps the pipe
+   open is read for at most :data:`EXIT_DRAIN_SECONDS` more, never waited
+   for.  Whatever is left of the group then gets ``SIGKILL``.  The leader is
+   reaped only after that, so its pid (the group's id) cannot be reused by
+   another process before the last signal.  A daemon that leaves the group on
+   purpose (``setsid``, a double fork into a new session) is out of reach: it
+   is not stopped, and if it holds the pipe, it gets ``SIGPIPE`` on its next
+   write once the drain is over.  The timeout still holds after the command
+   closes its output: a command that keeps running with its pipe closed is
+   stopped like any other.
 4. **A stop keeps what was captured.**  A timeout, a signal or a cancellation
    stops the command, and what it printed so far is externalized like any
    output; its summary starts with ``INCOMPLETE (...)`` so that nobody takes
    a cut-off log for the whole story.
 5. **Waking up is event-driven.**  :class:`Stop` is a self-pipe: a signal
    handler or another thread writes one byte, and the ``select`` that waits
-   for output wakes at once (no polling).
+   for output wakes at once (no polling).  The leader's exit wakes it too,
+   through a pidfd (polled every :data:`_EXIT_POLL_SECONDS` only where the
+   system has none).
 """
 
 from __future__ import annotations
@@ -55,14 +67,19 @@ __all__ = [
     "Stop",
     "check_session",
     "run_command",
+    "OutputMeter",
     "KILL_GRACE_SECONDS",
     "DRAIN_GRACE_SECONDS",
+    "EXIT_DRAIN_SECONDS",
     "EXIT_NOT_FOUND",
     "EXIT_NOT_EXECUTABLE",
 ]
 
 KILL_GRACE_SECONDS = 2.0
 DRAIN_GRACE_SECONDS = 1.0
+EXIT_DRAIN_SECONDS = 0.5
+#: How often the leader's exit is polled where there is no pidfd to wait on.
+_EXIT_POLL_SECONDS = 0.05
 EXIT_NOT_FOUND = 127
 EXIT_NOT_EXECUTABLE = 126
 _READ = 64 * 1024
@@ -117,6 +134,23 @@ class Stop:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class OutputMeter:
+    """Bytes and lines a running command has printed so far.
+
+    The reading thread adds to it; another thread (a progress reporter) reads
+    the two counters whenever it likes: each is one int, so a reader sees a
+    value that was true at some moment, which is all progress needs.
+    """
+
+    def __init__(self) -> None:
+        self.bytes = 0
+        self.lines = 0
+
+    def add(self, data: bytes) -> None:
+        self.bytes += len(data)
+        self.lines += data.count(b"\n")
 
 
 @attrs.frozen(kw_only=True)
@@ -199,10 +233,12 @@ def run_command(
     summary: str | None = None,
     stop: Stop | None = None,
     stdin_devnull: bool = False,
+    meter: OutputMeter | None = None,
 ) -> CommandResult:
     """Run ``command`` (an argv list, or a string for ``/bin/sh -c``); see the module rules.
 
     Call :func:`check_session` first; this function assumes it passed.
+    ``meter``, when given, counts the output as it arrives (for progress).
     """
     argv = _argv(command)
     externalizer.externalize(b"", tool, summary=summary)  # tool and summary: refuse before starting
@@ -214,7 +250,7 @@ def run_command(
     stopper = Stop() if stop is None else stop
     try:
         process = _start(argv, cwd, stdin_devnull)
-        reader = _Reader(process, stopper, timeout)
+        reader = _Reader(process, stopper, timeout, meter)
         try:
             output = externalizer.externalize(reader.chunks(), tool, summary=summary)
         except BaseException:
@@ -242,6 +278,8 @@ def _argv(command: Sequence[str] | str) -> list[str]:
     if isinstance(command, str):
         if not command.strip():
             raise UsageError("the command is empty")
+        if "\0" in command:  # exec would refuse it with a bare ValueError
+            raise UsageError("the command must not contain NUL characters")
         return ["/bin/sh", "-c", command]
     argv = list(command)
     if not argv or not all(isinstance(a, str) for a in argv) or not argv[0]:
@@ -269,44 +307,89 @@ def _start(argv: list[str], cwd: str | None, stdin_devnull: bool) -> subprocess.
         raise CommandStartError(
             f"cannot start {argv[0]}: {exc.strerror or exc}", EXIT_NOT_EXECUTABLE
         ) from exc
+    except ValueError as exc:  # what exec refuses before trying (an embedded NUL)
+        raise UsageError(f"the command cannot be started: {exc}") from exc
 
 
 class _Reader:
-    """The pipe as chunks, with the deadline and the stop request folded in (rules 3, 5)."""
+    """The pipe as chunks, with the deadline, the stop request and the leader's exit folded in.
 
-    def __init__(self, process: subprocess.Popen[bytes], stop: Stop, timeout: float | None) -> None:
+    Rules 3 and 5: the loop ends when the pipe is at EOF *and* the leader has
+    exited, when the leader has exited and the drain after it is over, or when
+    a stop has run its course (SIGKILL sent and the drain grace spent).  The
+    leader's exit is seen without reaping it (a pidfd, or ``waitid`` with
+    ``WNOWAIT``), so the group id stays ours until :meth:`close` has signalled.
+    """
+
+    def __init__(
+        self,
+        process: subprocess.Popen[bytes],
+        stop: Stop,
+        timeout: float | None,
+        meter: OutputMeter | None,
+    ) -> None:
         assert process.stdout is not None
         self._process = process
         self._pipe = process.stdout
         self._stop = stop
+        self._meter = meter
         self._deadline = None if timeout is None else time.monotonic() + timeout
         self.timed_out = False
         self.stopped = False
         self._kill_at: float | None = None
         self._give_up_at: float | None = None
-        self._killed = False
+        self._eof = False
+        self._exited = False
+        self._pidfd = _open_pidfd(process.pid)
         self._lock = threading.Lock()
 
     def chunks(self) -> Iterator[bytes]:
         fd = self._pipe.fileno()
-        while True:
+        while not (self._eof and self._exited):
             now = time.monotonic()
             self._escalate(now)
             if self._give_up_at is not None and now >= self._give_up_at:
                 return
-            waits = [
-                t - now for t in (self._deadline, self._kill_at, self._give_up_at) if t is not None
-            ]
-            wait = max(0.0, min(waits)) if waits else None
-            watch = [fd] if self.stopped else [fd, self._stop.fileno()]
-            ready, _, _ = select.select(watch, [], [], wait)
+            if not self._exited and self._pidfd is None and _has_exited(self._process.pid):
+                self._leader_exited(now)
+                continue
+            watch = [] if self._eof else [fd]
+            if not (self.stopped or self._exited):
+                watch.append(self._stop.fileno())
+            if not self._exited and self._pidfd is not None:
+                watch.append(self._pidfd)
+            ready, _, _ = select.select(watch, [], [], self._wait(now))
+            if self._pidfd is not None and self._pidfd in ready:
+                self._leader_exited(time.monotonic())
             if fd in ready:
                 data = os.read(fd, _READ)
                 if not data:
-                    return
+                    self._eof = True
+                    continue
+                if self._meter is not None:
+                    self._meter.add(data)
                 yield data
 
+    def _wait(self, now: float) -> float | None:
+        """Seconds until the next thing this loop must do on its own."""
+        moments = [self._kill_at, self._give_up_at]
+        if not self.stopped:
+            moments.append(self._deadline)
+        waits = [t - now for t in moments if t is not None]
+        if not self._exited and self._pidfd is None:
+            waits.append(_EXIT_POLL_SECONDS)
+        return max(0.0, min(waits)) if waits else None
+
+    def _leader_exited(self, now: float) -> None:
+        # The command is over: what is left of its group is not waited for.
+        self._exited = True
+        self._kill_at = None
+        drained = now + EXIT_DRAIN_SECONDS
+        self._give_up_at = drained if self._give_up_at is None else min(self._give_up_at, drained)
+
     def _escalate(self, now: float) -> None:
+        if self._exited:
+            return  # nothing left to stop: a late request stopped nothing
         if not self.stopped:
             if self._stop.requested:
                 self._begin_stop(now, _signal_for(self._stop.reason))
@@ -324,20 +407,41 @@ class _Reader:
         self._kill_at = now + KILL_GRACE_SECONDS
 
     def _signal(self, signum: int) -> None:
-        # The group id is the child's pid (its own session); the child is not
-        # reaped before we finish, so the id cannot have been reused.
+        # The group id is the leader's pid (its own session); the leader is not
+        # reaped before close() has signalled, so the id cannot have been reused.
         with self._lock, contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self._process.pid, signum)
 
     def kill_now(self) -> None:
         self._signal(signal.SIGKILL)
-        self._killed = True
 
     def close(self) -> None:
+        """End the call: close the pipe and kill whatever is left of the group (rule 3)."""
         self._pipe.close()
-        if self._give_up_at is not None:
-            # We stopped reading before EOF: make sure nothing of ours lingers.
-            self._signal(signal.SIGKILL)
+        self._signal(signal.SIGKILL)
+        if self._pidfd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._pidfd)
+            self._pidfd = None
+
+
+def _open_pidfd(pid: int) -> int | None:
+    """A descriptor that becomes readable when ``pid`` exits, where the system has one."""
+    opener = getattr(os, "pidfd_open", None)
+    if opener is None:
+        return None
+    try:
+        return int(opener(pid))
+    except OSError:
+        return None
+
+
+def _has_exited(pid: int) -> bool:
+    """Whether child ``pid`` has exited, leaving it unreaped (``WNOWAIT``)."""
+    try:
+        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:
+        return True
 
 
 def _signal_for(reason: str | None) -> int:

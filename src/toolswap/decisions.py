@@ -59,6 +59,7 @@ __all__ = [
     "plan_status",
     "planned_facts",
     "apply_status",
+    "WITNESS",
 ]
 
 #: What ``lstat``'s file type is, as the cleanup rows read it (anything else: OTHER).
@@ -269,6 +270,7 @@ def spec_facts(
     readable: bool = True,
     owned: bool | None = None,
     digest: int | None = None,
+    writing: bool = False,
 ) -> Any:
     """What the cleanup rows read of one entry, from its ``lstat`` (None: cannot be inspected).
 
@@ -277,6 +279,7 @@ def spec_facts(
     ``readable`` False: reading them failed (apply's row "cannot be read now").
     ``owned``: whether ``name`` is an artifact name, when the caller checked already.
     ``digest``: ``digest_of(sha256)`` when the caller has it already (it wins).
+    ``writing``: its writer still holds the mark (the artifact is not complete).
     """
     kinds = _cleanup.EntryKind
     owned_name = is_artifact_filename(name) if owned is None else owned
@@ -298,6 +301,7 @@ def spec_facts(
         facts.device,
         facts.inode,
         facts.mtime_ns,  # mtime_exact
+        writing,
     )
 
 
@@ -358,9 +362,7 @@ def spec_policy(orphan_ttl_seconds: float, max_deletions: int) -> Any:
     return _cleanup.Policy(orphan_ttl_seconds=orphan_ttl_seconds, max_deletions=max_deletions)
 
 
-def planned_facts(
-    sha256: object, size: object, mtime_ns: object, device: object, inode: object
-) -> Any:
+def planned_facts(sha256: object, size: int, mtime_ns: int, device: int, inode: int) -> Any:
     """What a plan says it saw of a ``planned_delete`` entry: ours, regular, one link, hashed.
 
     A plan is only a list of candidates: values no scan could have produced
@@ -381,13 +383,29 @@ def planned_facts(
     )
 
 
-def _seconds(mtime_ns: object) -> float:
+def _seconds(mtime_ns: int) -> float:
     try:
-        return mtime_ns / 1e9  # type: ignore[operator]
-    except (TypeError, OverflowError):
+        return mtime_ns / 1e9
+    except OverflowError:
         return math.nan  # equal to nothing: the snapshot differs
 
 
-def apply_status(planned: Any, current: Any, claims: Any, now: float, policy: Any) -> ApplyStatus:
-    """The apply table's status for a planned entry (spec ``cleanup.revalidate``)."""
-    return _cleanup.revalidate(planned, current, claims, now, policy)
+def apply_status(  # noqa: PLR0913 - the spec's revalidate, argument for argument
+    planned: Any, current: Any, claims: Any, now: float, policy: Any, witness: Any = None
+) -> ApplyStatus:
+    """The apply table's status for a planned entry (spec ``cleanup.revalidate``).
+
+    ``witness``: what the owner said of the artifact (:data:`WITNESS`), None: not asked.
+    """
+    said = _cleanup.Witness.NOT_ASKED if witness is None else witness
+    return _cleanup.revalidate(planned, current, claims, now, policy, said)
+
+
+#: The owner's answers to cleanup's census, as the apply rows read them.
+WITNESS: Mapping[str, Any] = MappingProxyType(
+    {
+        "none": _cleanup.Witness.NONE,
+        "shown": _cleanup.Witness.SHOWN,
+        "unknown": _cleanup.Witness.UNKNOWN,
+    }
+)

@@ -30,11 +30,14 @@ __all__ = [
     "normalize_retain_until",
     "parse_source_id",
     "format_source_id",
+    "artifact_prefix",
     "validate_session_id",
     "validate_sha256",
     "artifact_filename",
     "artifact_number",
     "is_artifact_filename",
+    "clipped_repr",
+    "SHOWN_CHARS",
 ]
 
 _SESSION_RE = re.compile(r"[A-Za-z0-9._-]{1,128}")
@@ -42,6 +45,20 @@ _FILENAME_RE = re.compile(r"tool_result_([0-9]{3,})\.txt")
 _PREFIX_RE = re.compile(r"[0-9a-f]{12}")
 _SHA256_RE = re.compile(r"[0-9a-f]{64}")
 SOURCE_PREFIX_LEN = 12
+#: The most characters of a caller's value an error message repeats: a hostile
+#: source id can be megabytes, and error texts end up in logs and in contexts.
+SHOWN_CHARS = 80
+
+
+def clipped_repr(value: object, limit: int = SHOWN_CHARS) -> str:
+    """``repr(value)`` for a message, cut after about ``limit`` characters, saying its length."""
+    if isinstance(value, str | bytes | bytearray) and len(value) > limit:
+        unit = "characters" if isinstance(value, str) else "bytes"
+        return f"{value[:limit]!r}... ({len(value):,} {unit} in all)"
+    text = repr(value)
+    if len(text) > limit:
+        return f"{text[:limit]}... ({len(text):,} characters in all)"
+    return text
 
 
 def validate_session_id(session_id: object) -> str:
@@ -51,13 +68,15 @@ def validate_session_id(session_id: object) -> str:
         or not _SESSION_RE.fullmatch(session_id)
         or session_id in {".", ".."}
     ):
-        raise InvalidSourceId(f"invalid session id {session_id!r}: want [A-Za-z0-9._-]{{1,128}}")
+        raise InvalidSourceId(
+            f"invalid session id {clipped_repr(session_id)}: want [A-Za-z0-9._-]{{1,128}}"
+        )
     return session_id
 
 
 def validate_sha256(digest: object) -> str:
     if not isinstance(digest, str) or not _SHA256_RE.fullmatch(digest):
-        raise UsageError(f"invalid sha256 {digest!r}: want 64 lowercase hex digits")
+        raise UsageError(f"invalid sha256 {clipped_repr(digest)}: want 64 lowercase hex digits")
     return digest
 
 
@@ -68,7 +87,7 @@ def is_artifact_filename(name: str) -> bool:
 def artifact_number(filename: str) -> int:
     match = _FILENAME_RE.fullmatch(filename)
     if match is None:
-        raise InvalidSourceId(f"invalid artifact file name {filename!r}")
+        raise InvalidSourceId(f"invalid artifact file name {clipped_repr(filename)}")
     return int(match.group(1))
 
 
@@ -97,15 +116,29 @@ def parse_source_id(source_id: object) -> SourceId:
     parts = source_id.split(":")
     if len(parts) != 4 or parts[0] != "artifact":
         raise InvalidSourceId(
-            f"invalid source id {source_id!r}: want artifact:<session>:<file>:<12 hex>"
+            f"invalid source id {clipped_repr(source_id)}: want artifact:<session>:<file>:<12 hex>"
         )
     _, session_id, filename, prefix = parts
     validate_session_id(session_id)
     if not _FILENAME_RE.fullmatch(filename):
-        raise InvalidSourceId(f"invalid source id {source_id!r}: file must be tool_result_NNN.txt")
+        raise InvalidSourceId(
+            f"invalid source id {clipped_repr(source_id)}: file must be tool_result_NNN.txt"
+        )
     if not _PREFIX_RE.fullmatch(prefix):
-        raise InvalidSourceId(f"invalid source id {source_id!r}: digest must be 12 lowercase hex")
+        raise InvalidSourceId(
+            f"invalid source id {clipped_repr(source_id)}: digest must be 12 lowercase hex"
+        )
     return SourceId(session_id=session_id, filename=filename, digest_prefix=prefix)
+
+
+def artifact_prefix(source_id: object) -> str:
+    """``artifact:<session>:<file>:``: what every source id naming that artifact starts with.
+
+    A reference names an artifact whatever the digest part of its own source
+    id says (a reference with a wrong digest still points at the file).
+    """
+    parsed = parse_source_id(source_id)
+    return f"artifact:{parsed.session_id}:{parsed.filename}:"
 
 
 def format_source_id(session_id: str, filename: str, content_sha256: str) -> str:
@@ -122,13 +155,13 @@ def format_source_id(session_id: str, filename: str, content_sha256: str) -> str
 
 def _require_str(value: object, name: str, *, allow_empty: bool = False) -> str:
     if not isinstance(value, str) or (not allow_empty and not value):
-        raise UsageError(f"{name} must be a non-empty string, got {value!r}")
+        raise UsageError(f"{name} must be a non-empty string, got {clipped_repr(value)}")
     return value
 
 
 def _require_count(value: object, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise UsageError(f"{name} must be a non-negative integer, got {value!r}")
+        raise UsageError(f"{name} must be a non-negative integer, got {clipped_repr(value)}")
     return value
 
 
@@ -156,7 +189,9 @@ class ArtifactSource:
         _require_str(self.title, "title", allow_empty=True)
         _require_str(self.captured_at, "captured_at")
         if self.source_type != "artifact":
-            raise UsageError(f"source_type must be 'artifact', got {self.source_type!r}")
+            raise UsageError(
+                f"source_type must be 'artifact', got {clipped_repr(self.source_type)}"
+            )
 
     @property
     def parsed(self) -> SourceId:
@@ -184,7 +219,9 @@ class ArtifactSource:
 def _check_digest_agrees(source_id: str, digest: str) -> None:
     validate_sha256(digest)
     if parse_source_id(source_id).digest_prefix != digest[:SOURCE_PREFIX_LEN]:
-        raise UsageError(f"digest {digest[:12]}... does not agree with source id {source_id!r}")
+        raise UsageError(
+            f"digest {digest[:12]}... does not agree with source id {clipped_repr(source_id)}"
+        )
 
 
 @attrs.frozen(kw_only=True)
@@ -302,21 +339,24 @@ def normalize_retain_until(value: object) -> float | None:
     if value is None:
         return None
     if isinstance(value, bool):
-        raise UsageError(f"retain_until must be a time, got {value!r}")
+        raise UsageError(f"retain_until must be a time, got {clipped_repr(value)}")
     if isinstance(value, int | float):
         try:
             finite = math.isfinite(value)
         except OverflowError:  # an int too large for a float
             finite = False
         if not finite:
-            raise UsageError(f"retain_until must be a finite number or None, got {value!r}")
+            raise UsageError(
+                f"retain_until must be a finite number or None, got {clipped_repr(value)}"
+            )
         return value  # unchanged: journal lines already written must hash the same
     if isinstance(value, str):
         try:
             value = datetime.datetime.fromisoformat(value)
         except ValueError:
             raise UsageError(
-                f"retain_until {value!r} is not an ISO 8601 time such as 2026-09-01T00:00:00+00:00"
+                f"retain_until {clipped_repr(value)} is not an ISO 8601 time "
+                "such as 2026-09-01T00:00:00+00:00"
             ) from None
     if isinstance(value, datetime.datetime):
         if value.tzinfo is None or value.tzinfo.utcoffset(value) is None:

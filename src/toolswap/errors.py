@@ -26,6 +26,7 @@ __all__ = [
     "InvalidSourceId",
     "InvalidThreshold",
     "InvalidSummary",
+    "InvalidPattern",
     "CorruptStateError",
     "ArtifactIntegrityError",
     "ArtifactNotOwnedError",
@@ -39,6 +40,7 @@ __all__ = [
     "HostilePlanError",
     "ForeignClaimError",
     "JournalRequiredError",
+    "ClaimsRequiredError",
     "CommandStartError",
     "FailpointError",
     "HarnessError",
@@ -105,12 +107,28 @@ class JournalRequiredError(UsageError):
     """The session has a lease journal; only the journal-aware cleanup may run (S1)."""
 
 
+class ClaimsRequiredError(UsageError):
+    """Cleanup was told neither the claims nor a journal, and the session has none (S1).
+
+    A forgotten argument is never read as "nothing is referenced": pass
+    ``claims=()`` to say so.
+    """
+
+
 class CommandStartError(UsageError):
     """The command could not be started (not found, not executable, bad folder)."""
 
     def __init__(self, message: str, exit_status: int) -> None:
         super().__init__(message)
         self.exit_status = exit_status
+
+
+class InvalidPattern(UsageError):
+    """A search pattern is refused: it does not compile, is too large, or ran out of time.
+
+    A regex that backtracks without end (``(a+)+$``) is stopped at the time
+    limit and reported here, with where the search had got to.
+    """
 
 
 class FailpointError(UsageError):

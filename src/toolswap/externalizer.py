@@ -7,9 +7,14 @@ Commit order of one externalization (each step through the file-system seam):
 3. Over the threshold, reserve ``tool-results/tool_result_NNN.txt`` by
    exclusive create (mode 0600), under the session lock.  ``NNN`` comes from
    the durable high-water mark (:mod:`toolswap.high_water`), so no name is
-   ever reused, not even one that cleanup has deleted (S6).
+   ever reused, not even one that cleanup has deleted (S6).  Still under
+   that lock, take the **writer's mark**: an exclusive ``flock`` on the new
+   file, held until step 5 is done.  Cleanup keeps a marked file
+   (``retained_writing``), however old its last write (S1.writing).
 4. Write every byte while hashing, indexing lines and keeping head and tail.
-5. fsync the file, then fsync the directory; only then return the reference.
+5. Set the file's mtime to now (its age counts from completion), fsync the
+   file, then fsync the directory, close (dropping the mark); only then
+   return the reference.
 
 A failure in 3-5 removes the never-referenced file and raises
 :class:`ArtifactWriteError` (``__cause__`` is the OSError).
@@ -17,7 +22,9 @@ A failure in 3-5 removes the never-referenced file and raises
 ``read_artifact`` is the page fault: the path comes from the source id (never
 from a stored path), the file must be a regular file owned by us and not a
 symlink, and its digest is verified before any byte is returned.  A
-verification is reused while the file's identity is unchanged.
+verification is reused while the file's identity is unchanged, and the
+identity is compared again after the bytes are read: bytes read while it
+moved (a rewrite in place) are never returned, the file is verified again.
 
 Which digest a read checks:
 
@@ -41,14 +48,13 @@ from __future__ import annotations
 
 import codecs
 import contextlib
-import datetime
-import hashlib
+import functools
 import os
 import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 
@@ -87,6 +93,7 @@ from .pointer import (
 from .reading import (
     DEFAULT_PAGE_LINES,
     ArtifactInfo,
+    GrepMatch,
     GrepResult,
     Page,
     char_boundary,
@@ -94,11 +101,14 @@ from .reading import (
     validate_page_bytes,
 )
 from .session import SessionPaths
+from .verified_record import VerifiedRecord
 
 if TYPE_CHECKING:
+    from .artifact_grep import WindowedFile
     from .cleanup import ArtifactCleanupPolicy, CleanupPlan, CleanupReport
     from .domain import ArtifactRetentionClaim
     from .journal import ArtifactRetentionJournal, Recovery
+    from .owner import ArtifactReferenceOwner
 
 __all__ = [
     "ToolResultExternalizer",
@@ -118,6 +128,8 @@ _TOOL_RE = re.compile(r"[A-Za-z0-9_.:/@+-]{1,128}")
 _CONTROL_RE = re.compile(r"[\x00-\x1f\x7f\u2028\u2029]")
 _MAX_RESERVE_ATTEMPTS = 100_000
 _MAX_THRESHOLD_BYTES = 1 << 50  # 1 PiB: any larger threshold is a typo, not a setting
+_READ_ATTEMPTS = 3  # verifications per read of a file whose identity keeps moving
+_T = TypeVar("_T")
 
 Output = str | bytes | bytearray | memoryview | Iterable[bytes]
 
@@ -271,6 +283,10 @@ class ToolResultExternalizer:
         self._verified: dict[str, _Verified] = {}
         self._cache_lock = threading.Lock()
         self._journal_digests = _JournalDigests(self.paths, fs)
+        self._record = VerifiedRecord(self.paths, fs)
+        self._states_lock = threading.Lock()
+        self._states_journal: ArtifactRetentionJournal | None = None
+        self._states: tuple[tuple[int, str], dict[str, str]] | None = None
 
     @property
     def session_id(self) -> str:
@@ -368,11 +384,20 @@ class ToolResultExternalizer:
             filename = artifact_filename(number)
             path = os.path.join(directory, filename)
             try:
-                return filename, path, self._fs.create_exclusive(path, 0o600)
+                handle = self._fs.create_exclusive(path, 0o600)
             except FileExistsError:
                 continue  # written by a process that bypassed the mark; skip it
             except OSError as exc:
                 raise ArtifactWriteError(f"cannot create {filename}: {exc}") from exc
+            try:
+                # The writer's mark, taken before the session lock is released:
+                # cleanup (which re-validates under that lock) never sees this
+                # file unmarked while it is written (S1.writing).
+                self._fs.flock(handle)
+            except OSError as exc:
+                self._discard(path, handle, closed=False)
+                raise ArtifactWriteError(f"cannot mark {filename} as being written: {exc}") from exc
+            return filename, path, handle
         raise ArtifactWriteError("no free artifact name")  # pragma: no cover
 
     def _write_artifact(
@@ -382,10 +407,14 @@ class ToolResultExternalizer:
         tool: str,
         summary: str | None,
     ) -> ExternalizationResult:
+        import datetime  # the write path's own imports: a page read never needs them
+
+        from .stream_hash import StreamSha256
+
         fs = self._fs
         filename, path, handle = self._reserve()
         fs.crash_point("externalize.after_create")
-        digest = hashlib.sha256()
+        digest = StreamSha256()
         index = LineIndexBuilder()
         preview = PreviewCollector(
             self._head_bytes,
@@ -399,22 +428,31 @@ class ToolResultExternalizer:
                 for chunk in source:
                     fs.write(handle, chunk)
                     digest.update(chunk)
-                    index.feed(chunk)
-                    preview.feed(chunk)
+                    newlines = chunk.count(b"\n")  # once, for the index and the preview
+                    index.feed(chunk, newlines)
+                    preview.feed(chunk, newlines)
                 buffered = []  # let the first threshold's worth go
+            # Its age starts when it is complete: a command that went quiet
+            # for longer than the orphan TTL still leaves a fresh artifact.
+            fs.touch(handle)
             fs.crash_point("externalize.before_fsync")
             fs.fsync(handle)
             facts = fs.fstat(handle)
-            closed = True
-            fs.close(handle)
             fs.crash_point("externalize.before_dir_fsync")
             fs.fsync_dir(self.paths.tool_results)
+            # Closing drops the writer's mark, only once the name is durable.
+            closed = True
+            fs.close(handle)
         except (Exception, KeyboardInterrupt) as exc:
+            digest.close()
             self._discard(path, handle, closed)
             if isinstance(exc, OSError):
                 raise ArtifactWriteError(
                     f"writing {filename} failed and it was removed: {exc}"
                 ) from exc
+            raise
+        except BaseException:
+            digest.close()  # a simulated crash or an exit: no helper thread left waiting
             raise
         sha256 = digest.hexdigest()
         line_index = index.finish()
@@ -485,23 +523,20 @@ class ToolResultExternalizer:
         """Up to ``limit`` lines from line ``offset`` (byte ``start_byte`` of it), capped in bytes.
 
         See :mod:`toolswap.reading` for the page rules.  The artifact is
-        verified first; the read costs one index stride plus the page.
+        verified first; the read costs one index stride plus the page, and one
+        ``fstat`` to see that the file did not move while it was read.
         """
         _require_index(offset, "offset", minimum=0)
         _require_index(limit, "limit", minimum=1)
         _require_index(start_byte, "start_byte", minimum=0)
         cap = self.page_bytes if max_bytes is None else validate_page_bytes(max_bytes)
-        source_id, path, expected, origin = self._expected(ref)
-        handle, index = self._open_verified(path, source_id, expected, origin)
-        fs = self._fs
-        try:
+
+        def window(
+            pread: Callable[[int, int], bytes], index: LineIndex, handle: int
+        ) -> tuple[int, bytes]:
             total = index.line_count
             if offset > 0 and offset >= total:
                 raise UsageError(f"offset {offset} is past the end: the artifact has {total} lines")
-
-            def pread(size: int, at: int) -> bytes:
-                return fs.pread(handle, size, at)
-
             line_start = index.line_start(offset, pread)
             if start_byte:
                 line_end = index.line_start(offset + 1, pread)
@@ -511,11 +546,9 @@ class ToolResultExternalizer:
                         f"({line_end - line_start} bytes)"
                     )
             start = line_start + start_byte
-            data = _pread_full(pread, cap, start, index.size)
-        except OSError as exc:
-            raise EnvironmentFailure(f"reading {source_id} failed: {exc}") from exc
-        finally:
-            fs.close(handle)
+            return start, _pread_full(pread, cap, start, index.size)
+
+        source_id, index, (start, data) = self._read_verified(ref, "reading", window)
         return _cut_page(
             data,
             source_id=source_id,
@@ -538,12 +571,16 @@ class ToolResultExternalizer:
         max_matches: int = 100,
         max_bytes: int | None = None,
         offset: int = 0,
+        time_limit: float | None = None,
     ) -> GrepResult:
         """Lines matching ``pattern`` from line ``offset`` (rules: :mod:`toolswap.artifact_grep`).
 
         The artifact is verified first; the scan streams in bounded memory and
         stops at ``max_matches`` or when the rendered output would pass
-        ``max_bytes`` (default: the page cap), reporting where to resume.
+        ``max_bytes`` (default: the page cap), reporting where to resume.  A
+        regex search that runs past ``time_limit`` seconds (default
+        :data:`toolswap.artifact_grep.TIME_LIMIT`) is refused with
+        :class:`~toolswap.errors.InvalidPattern`.
         """
         from . import artifact_grep
 
@@ -553,32 +590,38 @@ class ToolResultExternalizer:
         if context > artifact_grep.MAX_CONTEXT:
             raise UsageError(f"context must be at most {artifact_grep.MAX_CONTEXT}, got {context}")
         cap = self.page_bytes if max_bytes is None else validate_page_bytes(max_bytes)
+        limit = artifact_grep.TIME_LIMIT if time_limit is None else time_limit
+        if isinstance(limit, bool) or not isinstance(limit, int | float) or not 0 < limit <= 3600:
+            raise UsageError(f"time_limit must be a number of seconds in (0, 3600], got {limit!r}")
         searcher = artifact_grep.Searcher.build(pattern, fixed=fixed, ignore_case=ignore_case)
-        source_id, path, expected, origin = self._expected(ref)
-        handle, index = self._open_verified(path, source_id, expected, origin)
-        fs = self._fs
-        try:
+
+        def search(
+            pread: Callable[[int, int], bytes], index: LineIndex, handle: int
+        ) -> tuple[list[GrepMatch], int | None]:
             total = index.line_count
             if offset > 0 and offset >= total:
                 raise UsageError(f"offset {offset} is past the end: the artifact has {total} lines")
+            with self._mapped(handle, index, searcher) as buffer:
+                skipper = (
+                    None
+                    if buffer is None or searcher.needle is None
+                    else artifact_grep.Skipper(buffer, searcher.needle, index, context)
+                )
+                return artifact_grep.scan(
+                    pread,
+                    start=index.line_start(offset, pread),
+                    size=index.size,
+                    first_line=offset,
+                    searcher=searcher,
+                    context=context,
+                    max_matches=max_matches,
+                    max_bytes=cap,
+                    skipper=skipper,
+                    time_limit=limit,
+                )
 
-            def pread(size: int, at: int) -> bytes:
-                return fs.pread(handle, size, at)
-
-            matches, next_offset = artifact_grep.scan(
-                pread,
-                start=index.line_start(offset, pread),
-                size=index.size,
-                first_line=offset,
-                searcher=searcher,
-                context=context,
-                max_matches=max_matches,
-                max_bytes=cap,
-            )
-        except OSError as exc:
-            raise EnvironmentFailure(f"searching {source_id} failed: {exc}") from exc
-        finally:
-            fs.close(handle)
+        source_id, index, (matches, next_offset) = self._read_verified(ref, "searching", search)
+        total = index.line_count
         return GrepResult(
             source_id=source_id,
             pattern=pattern,
@@ -593,6 +636,27 @@ class ToolResultExternalizer:
             max_matches=max_matches,
             max_bytes=cap,
         )
+
+    @contextlib.contextmanager
+    def _mapped(
+        self, handle: int, index: LineIndex, searcher: Any
+    ) -> Iterator[WindowedFile | None]:
+        """The verified file as one buffer for a fixed-string search; None if unused."""
+        from .artifact_grep import WindowedFile  # grep's module loads only when grep runs
+
+        if searcher.needle is None or not searcher.needle or index.size == 0:
+            yield None
+            return
+        fs = self._fs
+
+        def pread(size: int, at: int) -> bytes:
+            return fs.pread(handle, size, at)
+
+        buffer = WindowedFile(pread, index.size)
+        try:
+            yield buffer
+        finally:
+            buffer.close()
 
     def stat_artifact(self, ref: ArtifactReference | ArtifactMemoryReference | str) -> ArtifactInfo:
         """Size, lines, mtime and lease state of one verified artifact."""
@@ -644,7 +708,7 @@ class ToolResultExternalizer:
                 continue
             path = os.path.join(directory, name)
             try:
-                handle, identity, sha256, index = self._open_owned(path, name)
+                handle, identity, sha256, index, _ = self._open_owned(path, name)
             except (ArtifactNotOwnedError, ArtifactIntegrityError):
                 continue  # not ours (or changing under us): never listed, never touched
             self._fs.close(handle)
@@ -661,22 +725,51 @@ class ToolResultExternalizer:
         return infos
 
     def _lease_states(self) -> dict[str, str]:
-        """Artifact file name -> the strongest phase of the leases naming it (from the journal)."""
+        """Artifact file name -> the strongest phase of the leases naming it (from the journal).
+
+        The journal object is kept: the first call verifies the whole journal,
+        later ones only what was appended since (the journal refreshes
+        incrementally under the session lock, and verifies again in full if
+        the file was replaced).  The answer is kept too, until a record is
+        added.  A journal found corrupt is dropped, so that one restored later
+        is verified afresh.
+        """
         from .journal import ArtifactRetentionJournal
         from .spec.lease import LeaseState
 
-        journal = ArtifactRetentionJournal(self.paths.root, fs=self._fs, session_id=self.session_id)
-        if not journal.exists():
-            return {}
-        with journal.locked_state() as state:
-            states = LeaseState
-            rank = {states.PREPARED: 4, states.COMMITTED: 3, states.RELEASED: 2, states.ABORTED: 1}
-            best: dict[str, LeaseState] = {}
-            for txn, phase in state.states.items():
-                name = parse_source_id(state.transactions[txn].source_id).filename
-                if name not in best or rank[phase] > rank[best[name]]:
-                    best[name] = phase
-        return {name: phase.value for name, phase in best.items()}
+        with self._states_lock:
+            journal = self._states_journal
+            if journal is None:
+                journal = ArtifactRetentionJournal(
+                    self.paths.root, fs=self._fs, session_id=self.session_id
+                )
+            if not journal.exists():
+                self._states_journal, self._states = None, None
+                return {}
+            self._states_journal = journal
+            try:
+                with journal.locked_state() as state:
+                    key = (state.record_count, state.last_sha256)
+                    if self._states is not None and self._states[0] == key:
+                        return dict(self._states[1])
+                    states = LeaseState
+                    rank = {
+                        states.PREPARED: 4,
+                        states.COMMITTED: 3,
+                        states.RELEASED: 2,
+                        states.ABORTED: 1,
+                    }
+                    best: dict[str, LeaseState] = {}
+                    for txn, phase in state.states.items():
+                        name = parse_source_id(state.transactions[txn].source_id).filename
+                        if name not in best or rank[phase] > rank[best[name]]:
+                            best[name] = phase
+            except CorruptStateError:
+                self._states_journal, self._states = None, None
+                raise
+            answer = {name: phase.value for name, phase in best.items()}
+            self._states = (key, answer)
+            return dict(answer)
 
     def verify_artifact(self, ref: ArtifactReference | ArtifactMemoryReference | str) -> LineIndex:
         """Check ownership, type and digest; return the artifact's line index."""
@@ -710,11 +803,58 @@ class ToolResultExternalizer:
             return source_id, path, digest, where
         return source_id, path, expected, None
 
+    def _read_verified(
+        self,
+        ref: ArtifactReference | ArtifactMemoryReference | str,
+        action: str,
+        body: Callable[[Callable[[int, int], bytes], LineIndex, int], _T],
+    ) -> tuple[str, LineIndex, _T]:
+        """``body(pread, index, handle)`` on the verified file; only what it read unmoved counts.
+
+        A verification is reused while the identity holds, and ``body`` reads
+        after that check, so a rewrite in place in between would otherwise be
+        served unverified.  One ``fstat`` after ``body`` compares the identity
+        again; if it moved, the file is verified from scratch (changed bytes
+        fail closed) and ``body`` runs again.  A file that keeps moving fails
+        closed too, rather than being read forever.
+        """
+        source_id, path, expected, origin = self._expected(ref)
+        fs = self._fs
+        for _ in range(_READ_ATTEMPTS):
+            handle, identity, index = self._open_checked(path, source_id, expected, origin)
+            try:
+                result = body(functools.partial(fs.pread, handle), index, handle)
+                moved = fs.fstat(handle).identity != identity
+            except OSError as exc:
+                raise EnvironmentFailure(f"{action} {source_id} failed: {exc}") from exc
+            finally:
+                fs.close(handle)
+            if not moved:
+                return source_id, index, result
+            with self._cache_lock:
+                self._verified.pop(path, None)
+        raise ArtifactIntegrityError(
+            f"{os.path.basename(path)} kept changing while it was read ({_READ_ATTEMPTS} tries); "
+            f"nothing read from it is returned (fail closed)"
+        )
+
     def _open_verified(
         self, path: str, source_id: str, expected: str, origin: str | None = None
     ) -> tuple[int, LineIndex]:
+        handle, _, index = self._open_checked(path, source_id, expected, origin)
+        return handle, index
+
+    def _open_checked(
+        self, path: str, source_id: str, expected: str, origin: str | None = None
+    ) -> tuple[int, tuple[int, int, int, int, int], LineIndex]:
+        """An open handle, the identity it was verified at, and the line index."""
         name = os.path.basename(path)
-        handle, identity, sha256, index = self._open_owned(path, name)
+        handle, identity, sha256, index, fresh = self._open_owned(path, name)
+        if not sha256.startswith(expected) and not fresh:
+            # A digest remembered (here or in the session's record) is only a
+            # cache: a mismatch is reported only from a hash of the bytes now.
+            self._fs.close(handle)
+            handle, identity, sha256, index, fresh = self._open_owned(path, name, remembered=False)
         if not sha256.startswith(expected):
             self._fs.close(handle)
             with self._cache_lock:
@@ -735,12 +875,18 @@ class ToolResultExternalizer:
             )
         with self._cache_lock:
             self._verified[path] = _Verified(identity, sha256, index)
-        return handle, index
+        return handle, identity, index
 
     def _open_owned(
-        self, path: str, name: str
-    ) -> tuple[int, tuple[int, int, int, int, int], str, LineIndex]:
-        """Open an artifact of ours without blocking; its identity, digest and index."""
+        self, path: str, name: str, *, remembered: bool = True
+    ) -> tuple[int, tuple[int, int, int, int, int], str, LineIndex, bool]:
+        """Open an artifact of ours without blocking; its identity, digest, index, and fresh.
+
+        The digest is remembered (this object's cache, else the session's
+        record of verifications, :mod:`toolswap.verified_record`) when the
+        identity is the one it was taken at, unless ``remembered`` is False;
+        ``fresh`` says it was hashed now.
+        """
         fs = self._fs
         try:
             directory = fs.lstat(self.paths.tool_results)
@@ -761,20 +907,27 @@ class ToolResultExternalizer:
             if opened.identity[:2] != facts.identity[:2]:
                 raise ArtifactNotOwnedError(f"{name} was replaced while opening it")
             _require_owned(opened, name, fs.current_uid())
-            with self._cache_lock:
-                cached = self._verified.get(path)
-            if cached is not None and cached.identity == opened.identity:
-                return handle, opened.identity, cached.sha256, cached.index
+            identity = opened.identity
+            if remembered:
+                with self._cache_lock:
+                    cached = self._verified.get(path)
+                if cached is not None and cached.identity == identity:
+                    return handle, identity, cached.sha256, cached.index, False
+                recorded = self._record.lookup(name, identity)
+                if recorded is not None:
+                    return handle, identity, recorded[0], recorded[1], False
+            started = fs.now_ns()
             sha256, index = _hash_and_index(fs, handle)
-            if fs.fstat(handle).identity != opened.identity:
+            if fs.fstat(handle).identity != identity:
                 raise ArtifactIntegrityError(f"{name} changed while it was verified")
+            self._record.remember(name, identity, sha256, index, hashed_at_ns=started)
         except OSError as exc:
             fs.close(handle)
             raise EnvironmentFailure(f"cannot verify {name}: {exc}") from exc
         except BaseException:
             fs.close(handle)
             raise
-        return handle, opened.identity, sha256, index
+        return handle, identity, sha256, index, True
 
     # -- cleanup (delegates to toolswap.cleanup) -----------------------------------
 
@@ -806,13 +959,23 @@ class ToolResultExternalizer:
         *,
         claims: Iterable[ArtifactRetentionClaim] | None = None,
         journal: ArtifactRetentionJournal | None = None,
+        owner: ArtifactReferenceOwner | None = None,
         now: float | None = None,
     ) -> CleanupReport:
-        """:func:`toolswap.cleanup.apply_cleanup` for this session (it chooses the claims)."""
+        """:func:`toolswap.cleanup.apply_cleanup` for this session (it chooses the claims).
+
+        ``owner``: the second witness (promise O9), asked before anything is deleted.
+        """
         from . import cleanup
 
         return cleanup.apply_cleanup(
-            self.paths, plan, claims=claims, journal=journal, fs=self._fs, now=self._now(now)
+            self.paths,
+            plan,
+            claims=claims,
+            journal=journal,
+            owner=owner,
+            fs=self._fs,
+            now=self._now(now),
         )
 
     def plan_cleanup_from_journal(  # the journal-aware form, by name
@@ -830,12 +993,17 @@ class ToolResultExternalizer:
         )
 
     def apply_cleanup_from_journal(
-        self, plan: CleanupPlan, journal: ArtifactRetentionJournal, *, now: float | None = None
+        self,
+        plan: CleanupPlan,
+        journal: ArtifactRetentionJournal,
+        *,
+        owner: ArtifactReferenceOwner | None = None,
+        now: float | None = None,
     ) -> CleanupReport:
         from . import cleanup
 
         return cleanup.apply_cleanup_from_journal(
-            self.paths, plan, journal, fs=self._fs, now=self._now(now)
+            self.paths, plan, journal, owner=owner, fs=self._fs, now=self._now(now)
         )
 
     def _now(self, now: float | None) -> float:
@@ -1116,6 +1284,8 @@ def _require_owned(facts: FileFacts, name: str, uid: int) -> None:
 
 
 def _hash_and_index(fs: FileSystem, handle: int) -> tuple[str, LineIndex]:
+    import hashlib  # a page of an artifact verified before (the record) needs no hashing
+
     digest = hashlib.sha256()
     index = LineIndexBuilder()
     position = 0

@@ -1,7 +1,7 @@
 """The file-system seam: the only module that touches durable storage.
 
 Every exclusive create, write, fsync, directory fsync, rename, unlink, lstat,
-flock and ftruncate of toolswap goes through a :class:`FileSystem`.  The core
+flock, touch and ftruncate of toolswap goes through a :class:`FileSystem`.  The core
 receives one as a parameter (default :data:`REAL_FS`), so the fault-injection
 layer can substitute a simulated disk that loses whatever was not synced, and
 name every persistence point through :meth:`FileSystem.crash_point`.
@@ -19,6 +19,9 @@ Durability rules the callers rely on (and the simulated disk enforces):
 4. No open can block: every existing file is opened non-blocking and refused
    with :class:`NotRegularFileError` unless it is a regular file (a FIFO or a
    device in place of a journal, lock or artifact is hostile state).
+5. No write open (:meth:`FileSystem.open_append`, :meth:`FileSystem.open_lock`)
+   accepts a file with more than one hard link (:class:`HardLinkedFileError`):
+   the other name may be outside the session, and the append would go there.
 
 Crash points are no-ops on the real seam, except in a process started with
 ``TOOLSWAP_FAILPOINT=<crash point>[#N]``: it dies at that point's N-th pass
@@ -36,6 +39,7 @@ import fcntl
 import os
 import signal
 import stat
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Protocol, runtime_checkable
@@ -52,16 +56,27 @@ __all__ = [
     "FailpointError",
     "FileFacts",
     "FileSystem",
+    "HardLinkedFileError",
     "NotRegularFileError",
     "OsFileSystem",
     "REAL_FS",
     "check_failpoint_environment",
+    "hard_link_message",
     "locked",
 ]
 
 
 class NotRegularFileError(OSError):
     """A file of ours is a FIFO, a device, a socket or a directory: refused unopened-for-use."""
+
+
+class HardLinkedFileError(OSError):
+    """A file of ours that we would write has more than one name: refused, never written.
+
+    Another name may be outside the session (or another user's file), and an
+    append would land there.  ``strerror`` says how many links it has;
+    ``filename`` is the path asked for.
+    """
 
 
 @attrs.frozen(kw_only=True)
@@ -133,6 +148,16 @@ class FileSystem(Protocol):
     def flock(self, handle: int, *, exclusive: bool = True) -> None:
         """Block until the advisory lock is held."""
 
+    def try_flock(self, handle: int, *, exclusive: bool = True) -> bool:
+        """Take the advisory lock if nobody holds a conflicting one; never wait.
+
+        ``False``: another open of the file holds it (the lock is per open,
+        so two handles of one process conflict too).
+        """
+
+    def touch(self, handle: int) -> None:
+        """Set the file's modification time to now (its age starts again)."""
+
     def funlock(self, handle: int) -> None:
         """Release the advisory lock."""
 
@@ -160,6 +185,9 @@ class FileSystem(Protocol):
     def current_uid(self) -> int:
         """The uid that owns files this process creates."""
 
+    def now_ns(self) -> int:
+        """The time (ns since the epoch) a change made now would be stamped with."""
+
     def crash_point(self, name: str) -> None:
         """A named protocol boundary; no-op on a real disk, a possible crash when simulated."""
 
@@ -175,27 +203,34 @@ class OsFileSystem:
         return os.open(path, flags, mode)
 
     def open_append(self, path: str, mode: int = 0o600) -> int:
-        return self._open_regular(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, mode)
+        return self._open_regular(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, mode, single=True)
 
     def open_read(self, path: str) -> int:
         return self._open_regular(path, os.O_RDONLY)
 
     def open_lock(self, path: str) -> int:
-        return self._open_regular(path, os.O_RDWR | os.O_CREAT, 0o600)
+        return self._open_regular(path, os.O_RDWR | os.O_CREAT, 0o600, single=True)
 
-    def _open_regular(self, path: str, flags: int, mode: int = 0o600) -> int:
+    def _open_regular(
+        self, path: str, flags: int, mode: int = 0o600, *, single: bool = False
+    ) -> int:
         """Open ``path`` only if it is a regular file; never block, never follow a link.
 
         ``O_NONBLOCK`` makes the open itself return at once on a FIFO or a
         device (an open of a FIFO with no writer would wait forever), and
         ``O_NOCTTY`` keeps a terminal from becoming ours; the type is then
         checked on the open handle, so nothing can be swapped in between.
+        ``single``: the file must have one name only (rule 5), checked on the
+        same ``fstat``, so it costs no extra system call.
         """
         flags |= os.O_NOCTTY | self._NOFOLLOW | self._CLOEXEC
         fd = os.open(path, flags | os.O_NONBLOCK, mode)
         try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
+            facts = os.fstat(fd)
+            if not stat.S_ISREG(facts.st_mode):
                 raise NotRegularFileError(errno.EINVAL, "not a regular file", path)
+            if single and facts.st_nlink > 1:
+                raise HardLinkedFileError(errno.EMLINK, hard_link_message(facts.st_nlink), path)
             # F_SETFL changes only the status flags (O_APPEND, O_NONBLOCK, ...) and
             # ignores the rest, so the flags it was opened with, less O_NONBLOCK,
             # are its flags now: no F_GETFL needed (one system call fewer per open).
@@ -234,6 +269,16 @@ class OsFileSystem:
 
     def flock(self, handle: int, *, exclusive: bool = True) -> None:
         fcntl.flock(handle, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+
+    def try_flock(self, handle: int, *, exclusive: bool = True) -> bool:
+        try:
+            fcntl.flock(handle, (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        return True
+
+    def touch(self, handle: int) -> None:
+        os.utime(handle)
 
     def funlock(self, handle: int) -> None:
         fcntl.flock(handle, fcntl.LOCK_UN)
@@ -275,6 +320,9 @@ class OsFileSystem:
 
     def current_uid(self) -> int:
         return os.geteuid()
+
+    def now_ns(self) -> int:
+        return time.time_ns()
 
     def crash_point(self, name: str) -> None:
         """A no-op, unless the environment names this point as a failpoint (tests only).
@@ -372,6 +420,11 @@ class _Failpoint:
                 )
             cls._loaded = (cls(spec, mode) if spec else None,)
         return cls._loaded[0]
+
+
+def hard_link_message(links: int) -> str:
+    """How every refusal of a hard-linked file of ours says why."""
+    return f"it has {links} hard links; another name may be outside the session"
 
 
 def _facts(result: os.stat_result) -> FileFacts:

@@ -18,7 +18,9 @@ Rules
 * A torn last line (a crash inside the append) never reached its fsync, so
   its name was never created: it is cut off before the next append.
 * Anything else that is not a number line is corruption: reservation refuses
-  (fail closed) rather than guess and risk reusing a name.
+  (fail closed) rather than guess and risk reusing a name.  So is a mark (or
+  a deletion record) with more than one hard link: another name may be
+  outside the session, and the append would change that file too.
 
 A missing mark is not a fresh session
 =====================================
@@ -51,7 +53,7 @@ from __future__ import annotations
 import os
 
 from .errors import ArtifactWriteError, CorruptStateError, EnvironmentFailure
-from .fs import FileSystem
+from .fs import FileSystem, HardLinkedFileError, hard_link_message
 from .session import SessionPaths
 
 __all__ = ["DELETED_NAME", "HIGH_WATER_NAME", "ArtifactHighWaterMark"]
@@ -90,6 +92,8 @@ class ArtifactHighWaterMark:
             raise CorruptStateError(f"{HIGH_WATER_NAME} is not a regular file (S6, S7)")
         try:
             handle = fs.open_append(self._path, 0o600)
+        except HardLinkedFileError as exc:  # the append could land outside the session
+            raise CorruptStateError(f"{HIGH_WATER_NAME} is not written: {exc.strerror}") from exc
         except OSError as exc:
             raise EnvironmentFailure(f"cannot open {HIGH_WATER_NAME}: {exc}") from exc
         try:
@@ -128,7 +132,10 @@ class ArtifactHighWaterMark:
             else:
                 if facts.is_symlink or not facts.is_regular:
                     raise CorruptStateError(f"{DELETED_NAME} is not a regular file (S6, S7)")
-            handle = fs.open_append(self._deleted_path, 0o600)
+            try:
+                handle = fs.open_append(self._deleted_path, 0o600)
+            except HardLinkedFileError as exc:  # the append could land outside the session
+                raise CorruptStateError(f"{DELETED_NAME} is not written: {exc.strerror}") from exc
             try:
                 last, complete_end, size = _last_number(fs, handle, DELETED_NAME)
                 if last >= number:
@@ -211,7 +218,10 @@ class ArtifactHighWaterMark:
 
 def _last_number(fs: FileSystem, handle: int, name: str) -> tuple[int, int, int]:
     """(last complete number or 0, end of the last complete line, size) of a number file."""
-    size = fs.fstat(handle).size
+    facts = fs.fstat(handle)
+    if facts.nlink > 1:  # the write opens refuse one too; this covers the reads
+        raise CorruptStateError(f"{name} is not used: {hard_link_message(facts.nlink)} (S6, S7)")
+    size = facts.size
     start = max(0, size - _TAIL_BYTES)
     tail = fs.pread(handle, size - start, start)
     complete_end = tail.rfind(b"\n") + 1

@@ -36,7 +36,14 @@ new bytes are read and verified; if it was replaced, everything is verified
 again and must extend what was verified before.  So an append costs one lstat,
 one fstat, one write and one fsync however long the journal is (plus, once per
 journal object and file, a directory fsync: whoever created the file may have
-died before making its name durable).  The constructor verifies the whole file;
+died before making its name durable; and, every
+:data:`~toolswap.journal_anchor.RAISE_EVERY_RECORDS` records or
+:data:`~toolswap.journal_anchor.RAISE_EVERY_SECONDS` seconds, one append and
+fsync of the journal anchor).  A journal with more than one hard link is
+refused like one that is not a regular file: another name may be outside the
+session, and an append would change that file too.
+
+The constructor verifies the whole file;
 so does :meth:`ArtifactRetentionJournal.recover`, except that the first
 ``recover()`` right after the constructor re-uses that verification when the
 file's identity (device, inode, size, mtime, ctime) is unchanged: one
@@ -102,7 +109,14 @@ from .errors import (
     UnknownTransactionError,
     UsageError,
 )
-from .fs import REAL_FS, FileSystem, NotRegularFileError
+from .fs import (
+    REAL_FS,
+    FileFacts,
+    FileSystem,
+    HardLinkedFileError,
+    NotRegularFileError,
+    hard_link_message,
+)
 from .journal_anchor import ANCHOR_NAME, JournalAnchor
 from .journal_format import (
     GENESIS_SHA256,
@@ -267,7 +281,8 @@ class Recovery:
             elif _is_active(phase, claim, now):
                 claims.append(claim)
         for txn, identities in self.conflicts.items():
-            if self.states.get(txn) in (LeaseState.PREPARED, LeaseState.COMMITTED):
+            state = self.states.get(txn)
+            if state is not None and lease_protects(state):
                 for identity in identities:
                     seen = _conflict_claim(identity, self.session_id)
                     if seen is not None:
@@ -390,13 +405,23 @@ class _Fold:
 
     def transaction(self, txn: str) -> Transaction:
         record = self.latest[txn]
+        phase = record.phase
+        assert isinstance(phase, LeaseState)  # latest holds lease records, never a note
         return Transaction(
             transaction_id=txn,
-            phase=record.phase,
+            phase=phase,
             claim=self.intents[txn],
             sequence=record.sequence,
             time=record.time,
         )
+
+
+def _refuse_unlike_ours(facts: FileFacts, line_number: int) -> None:
+    """The journal is one regular file with one name; anything else is not ours to trust."""
+    if not facts.is_regular:
+        raise JournalCorruptError(line_number, "not_regular", "not a regular file")
+    if facts.nlink > 1:
+        raise JournalCorruptError(line_number, "not_regular", hard_link_message(facts.nlink))
 
 
 def _check_length(piece: bytes, line_number: int) -> None:
@@ -444,7 +469,6 @@ class ArtifactRetentionJournal:
         self._holder: int | None = None
         self._dir_synced_for: tuple[int, int] | None = None  # file whose entry we fsynced
         self._anchor = JournalAnchor(self._paths, fs)
-        self._anchored = False  # this object has made sure the anchor exists
         # What the constructor verified, until the first recover() uses it or
         # any other operation looks at the file (see recover()).
         self._opened: tuple[int, int, int, int, int] | None = None
@@ -674,9 +698,13 @@ class ArtifactRetentionJournal:
             try:
                 observation = stack.enter_context(owner.inspect_fenced(txn))
             except Exception as exc:  # an owner failure is an unknown answer, never absence
+                # the table's row for an UNKNOWN answer gives the status; with no
+                # fence held, nothing it might ask to write is written
+                unknown = observation_kind(None, False, False)
+                decided = reconcile_decision(self._phase_of(txn), unknown)
                 return ReconciliationReport(
                     transaction_id=txn,
-                    status=ReconcileStatus.PENDING_UNKNOWN,
+                    status=decided.status,
                     reason=f"owner inspection failed ({type(exc).__name__})",
                 )
             return self._decide(txn, observation, now)
@@ -923,7 +951,6 @@ class ArtifactRetentionJournal:
         with self._locked():
             if self._fold.sequence:
                 self._anchor.raise_to(self._fold.sequence)
-                self._anchored = True
 
     def _refresh(self) -> None:
         """Bring the fold up to date with the file (under the lock)."""
@@ -937,8 +964,7 @@ class ArtifactRetentionJournal:
             return
         except OSError as exc:
             raise EnvironmentFailure(f"cannot stat the lease journal: {exc.strerror}") from exc
-        if not facts.is_regular:
-            raise JournalCorruptError(self._fold.sequence + 1, "not_regular", "not a regular file")
+        _refuse_unlike_ours(facts, self._fold.sequence + 1)
         if self._identity is not None and (facts.device, facts.inode) != self._identity:
             self._full_verify()
             return
@@ -983,8 +1009,7 @@ class ArtifactRetentionJournal:
             raise EnvironmentFailure(f"cannot open the lease journal: {exc.strerror}") from exc
         try:
             facts = fs.fstat(handle)
-            if not facts.is_regular:
-                raise JournalCorruptError(fold.sequence + 1, "not_regular", "not a regular file")
+            _refuse_unlike_ours(facts, fold.sequence + 1)
             self._identity = (facts.device, facts.inode)
             self._torn = None
             offset = fold.size
@@ -1079,7 +1104,12 @@ class ArtifactRetentionJournal:
         line = encode_record(record)
         created = self._identity is None
         try:
-            handle = fs.open_append(self._paths.journal)
+            try:
+                handle = fs.open_append(self._paths.journal)
+            except HardLinkedFileError as exc:  # linked after the refresh looked
+                raise JournalCorruptError(
+                    fold.sequence + 1, "not_regular", exc.strerror or "hard-linked"
+                ) from exc
             try:
                 # Only ever cut bytes that were seen and judged a torn tail (S6).
                 facts = fs.fstat(handle)
@@ -1115,8 +1145,6 @@ class ArtifactRetentionJournal:
             ) from exc
         fold.apply(record, record.sequence, len(line))
         self._identity = (facts.device, facts.inode)
-        if not self._anchored:
-            # Once per object, after the record is durable: from now on a
-            # missing or emptied journal is refused, not read as "no leases".
-            self._anchor.raise_to(fold.sequence)
-            self._anchored = True
+        # After the record is durable, and periodically (journal_anchor): a
+        # missing, emptied or cut-back journal is refused, not read as fewer leases.
+        self._anchor.after_append(fold.sequence, self._clock())

@@ -100,13 +100,14 @@ class LineIndexBuilder:
         self._count = 0
         self._last_byte = b""
 
-    def feed(self, chunk: bytes) -> None:
+    def feed(self, chunk: bytes, newlines: int | None = None) -> None:
+        """The next bytes; ``newlines``: ``chunk.count(b"\\n")`` if the caller counted it."""
         if not chunk:
             return
         if self._size - self._offsets[-1] >= self._stride:
             self._offsets.append(self._size)
             self._newlines.append(self._count)
-        self._count += chunk.count(b"\n")
+        self._count += chunk.count(b"\n") if newlines is None else newlines
         self._size += len(chunk)
         self._last_byte = chunk[-1:]
 

@@ -68,13 +68,30 @@ O8 An observation's ``state`` is exactly one of :class:`ObservedState`:
    owner cannot answer with that certainty).  In doubt, answer UNKNOWN, never
    ABSENT.  ``sealed`` is a real ``bool``.
 
-The caller's side: the journal never calls an owner while it holds the session
-lock; it takes the owner's fence first and the session lock inside it.
+One promise is optional: an owner that keeps it can be cleanup's **second
+witness** (:class:`ArtifactReferenceCensus`; docs/design.md section 7).
+
+O9 ``census_fenced(source_ids)`` returns a context manager.  Entering may
+   block.  A reference *names* an artifact when its source id starts with
+   that artifact's ``artifact:<session id>:<file name>:``, whatever its
+   digest part (:func:`~toolswap.domain.artifact_prefix`).  For the whole
+   block no ``publish`` by any other caller of a reference naming one of the
+   given artifacts takes effect; they wait or fail, and act afterwards.  The
+   block yields a mapping from *every* given source id to the sorted tuple of
+   transaction ids whose reference naming that artifact is visible at entry,
+   read from the authoritative store (never a cache or a lagging replica).
+   An exception on entry, or a given id missing from the mapping, means the
+   owner cannot tell: cleanup then keeps the file.  Inside the block the
+   caller calls nothing on the owner.
+
+The caller's side: the journal and cleanup never call an owner while they hold
+the session lock; they take the owner's fence first and the session lock
+inside it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol, runtime_checkable
 
@@ -92,7 +109,9 @@ from .errors import (
 
 __all__ = [
     "ArtifactPublicationRejected",
+    "ArtifactReferenceCensus",
     "ArtifactReferenceOwner",
+    "Census",
     "Generation",
     "ObservedState",
     "OwnerConflictError",
@@ -179,6 +198,22 @@ class ArtifactReferenceOwner(Protocol):
 
         Yields the observation of the id's durable state at entry.  An exception
         on entry means "cannot tell".
+        """
+        ...
+
+
+Census = Mapping[str, tuple[str, ...]]
+"""Source id -> the transaction ids whose visible reference names that artifact (O9)."""
+
+
+@runtime_checkable
+class ArtifactReferenceCensus(Protocol):
+    """The optional promise O9: a fenced census of the references naming some artifacts."""
+
+    def census_fenced(self, source_ids: Sequence[str]) -> AbstractContextManager[Census]:
+        """Hold back every publish naming these artifacts; yield who references each (O9).
+
+        An exception on entry means "cannot tell".
         """
         ...
 

@@ -27,9 +27,13 @@ Rules (docs/design.md section 4):
    substrings, ASCII case-insensitively; a custom pattern
    (``TOOLSWAP_NOTABLE_PATTERN`` or the externalizer's ``notable_pattern``)
    is a Python regex on the raw bytes, case-sensitive unless it says
-   ``(?i)``; an empty one turns the feature off.  A line is matched within its
-   first :data:`NOTABLE_SCAN_BYTES` bytes when it spans writes.  The earliest
-   matches are kept (the first failure is usually the cause).
+   ``(?i)``; an empty one turns the feature off.  Each line (without its
+   newline) is matched on its first :data:`NOTABLE_SCAN_BYTES` bytes, cut
+   there, whatever the writes the output came in: a word must end inside
+   that window, and a custom pattern sees the cut as the end of the line
+   (an anchor or a lookaround that looks past the line, such as ``\\Z`` or
+   ``(?!\\n)``, is outside this promise).  The earliest matches are kept (the
+   first failure is usually the cause).
 
 :class:`PreviewCollector` sees every byte once and keeps only the first
 ``head_bytes``, a ring of the last ``tail_bytes`` and the few notable lines
@@ -40,7 +44,8 @@ from __future__ import annotations
 
 import re
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import attrs
 
@@ -53,6 +58,7 @@ __all__ = [
     "NotableLine",
     "NotablePattern",
     "render_pointer",
+    "read_hint",
     "HEAD_BYTES",
     "TAIL_BYTES",
     "NOTABLE_LINES",
@@ -83,9 +89,7 @@ class NotablePattern:
     regex: re.Pattern[bytes]
     lowercase: bool
     source: str
-    # The default set is plain words: one ``bytes.find`` per word runs about
-    # twice as fast as the regex engine's alternation, and this scan sits on
-    # the write path of every large output.
+    # The default set is plain words, searched as such (see _WordFinder).
     literals: tuple[bytes, ...] = ()
 
     @classmethod
@@ -93,24 +97,12 @@ class NotablePattern:
         words = tuple(word.encode() for word in DEFAULT_NOTABLE_PATTERN.split("|"))
         return cls(re.compile(DEFAULT_NOTABLE_PATTERN.encode()), True, "default", words)
 
-    def first_hit(self, data: bytes, start: int, end: int, memo: dict[bytes, int]) -> int:
-        """Where the earliest match in ``data[start:end]`` starts, or -1.
-
-        ``memo`` keeps each word's next occurrence in ``data``, so that
-        successive calls over one chunk read it once per word, not once per hit.
-        """
-        if not self.literals:
-            hit = self.regex.search(data, start, end)
-            return -1 if hit is None else hit.start()
-        best = -1
-        for word in self.literals:
-            at = memo.get(word, -2)
-            if at == -2 or (at != -1 and at < start):
-                at = data.find(word, start, end)
-                memo[word] = at
-            if at != -1 and at + len(word) <= end and (best == -1 or at < best):
-                best = at
-        return best
+    def line_matches(self, line: bytes) -> bool:
+        """Is ``line`` (one line, without its newline, already cut to the scan window) notable?"""
+        if self.literals:
+            lowered = line.lower()
+            return any(word in lowered for word in self.literals)
+        return self.regex.search(line) is not None
 
     @classmethod
     def resolve(cls, pattern: str | None, environ: Mapping[str, str]) -> NotablePattern | None:
@@ -128,11 +120,82 @@ class NotablePattern:
             return None
         try:
             regex = re.compile(pattern.encode("utf-8", errors="surrogateescape"), re.MULTILINE)
-        except re.error as exc:
+        except (re.error, OverflowError, RecursionError) as exc:
+            # The compiler refuses some patterns by raising more than re.error
+            # (a repeat count past its range, groups nested too deep).
             raise UsageError(f"{where} is not a valid regular expression: {exc}") from None
         if regex.search(b""):
             raise UsageError(f"{where} matches the empty line; every line would be notable")
         return cls(regex, False, pattern)
+
+
+class _WordFinder:
+    """Where failure words may start in a chunk: a superset of the lines that hold one.
+
+    The common case is output with no failure word at all, so this is the
+    cost every large output pays.  With the ``ahocorasick_rs`` automaton (a
+    dependency) one pass over the ASCII-lowercased chunk finds every word at
+    once; without it, each word is searched with ``bytes.find``, about ten
+    times slower (docs/design.md section 11 has the numbers).  The automaton
+    reports leftmost matches without overlap, which is enough here: a word
+    hidden by an overlapping match lies on that match's line, and the caller
+    checks whole lines.
+    """
+
+    _automaton: Any = None
+    _loaded = False
+
+    def __init__(self, words: tuple[bytes, ...]) -> None:
+        self._words = words
+        automaton = _WordFinder._load(words)
+        self._find_all: Callable[[bytes], list[tuple[int, int, int]]] | None = (
+            None if automaton is None else automaton.find_matches_as_indexes
+        )
+
+    @classmethod
+    def _load(cls, words: tuple[bytes, ...]) -> Any:
+        if not cls._loaded:  # once per process: building it is the cost of an import
+            cls._loaded = True
+            try:
+                import ahocorasick_rs
+            except ImportError:  # pragma: no cover - installed with the package
+                return None
+            cls._automaton = ahocorasick_rs.BytesAhoCorasick(
+                DEFAULT_WORDS, matchkind=ahocorasick_rs.MatchKind.LeftmostFirst
+            )
+        return cls._automaton if words == DEFAULT_WORDS else None
+
+    def starts(self, chunk: bytes, start: int, end: int) -> Callable[[int], int]:
+        """``pos ->`` the first candidate at or after ``pos`` in ``[start, end)``, or -1."""
+        lowered = chunk.lower()
+        if self._find_all is not None:
+            hits = [at for _, at, _ in self._find_all(lowered) if start <= at < end]
+            index = 0
+
+            def next_hit(pos: int) -> int:
+                nonlocal index
+                while index < len(hits) and hits[index] < pos:
+                    index += 1
+                return hits[index] if index < len(hits) else -1
+
+            return next_hit
+        memo: dict[bytes, int] = {}  # each word's next occurrence: one find per word and hit
+
+        def next_found(pos: int) -> int:
+            best = -1
+            for word in self._words:
+                at = memo.get(word, -2)
+                if at == -2 or (at != -1 and at < pos):
+                    at = lowered.find(word, pos, end)
+                    memo[word] = at
+                if at != -1 and (best == -1 or at < best):
+                    best = at
+            return best
+
+        return next_found
+
+
+DEFAULT_WORDS = tuple(word.encode() for word in DEFAULT_NOTABLE_PATTERN.split("|"))
 
 
 @attrs.frozen(order=True)
@@ -186,16 +249,33 @@ def _decode_bounded(data: bytes, budget: int, *, keep_start: bool) -> tuple[str,
 
 
 class _NotableScanner:
-    """Finds notable lines in a stream of chunks, keeping the earliest few."""
+    """Finds notable lines in a stream of chunks, keeping the earliest few.
 
-    def __init__(self, pattern: NotablePattern, keep: int, head_window: int) -> None:
+    A line is notable when :meth:`NotablePattern.line_matches` holds for its
+    first ``scan_bytes`` bytes, however the stream was cut into chunks: the
+    line that spans chunks is kept (its first ``scan_bytes`` bytes only) and
+    checked once it ends; inside a chunk, a fast search over the whole chunk
+    names candidate positions and only their lines are checked.
+    """
+
+    def __init__(
+        self,
+        pattern: NotablePattern,
+        keep: int,
+        head_window: int,
+        scan_bytes: int = NOTABLE_SCAN_BYTES,
+    ) -> None:
         self._pattern = pattern
+        self._words = _WordFinder(pattern.literals) if pattern.literals else None
         self._keep = keep
         self._head_window = head_window
+        self._scan = scan_bytes
+        self._kept = max(scan_bytes, NOTABLE_LINE_BYTES)  # what a line spanning writes keeps
         self._head_end: int | None = None  # known once the head window is full
         self._early: list[NotableLine] = []  # inside the head window, cut not known yet
         self.found: list[NotableLine] = []  # the earliest lines after the head, in order
-        self._partial = bytearray()  # the start of the line that spans chunks
+        self._partial = bytearray()  # the start of the line that spans chunks (``_kept`` bytes)
+        self._partial_length = 0  # that line's length so far (it is kept only in part)
         self._partial_start = 0
         self._partial_line = 0
 
@@ -203,15 +283,9 @@ class _NotableScanner:
     def done(self) -> bool:
         return len(self.found) >= self._keep
 
-    def _matches(self, data: bytes) -> bool:
-        return (
-            self._pattern.regex.search(data.lower() if self._pattern.lowercase else data)
-            is not None
-        )
-
-    def _add(self, start: int, offset: int, raw: bytes) -> None:
+    def _add(self, start: int, offset: int, raw: bytes, length: int) -> None:
         text = raw[:NOTABLE_LINE_BYTES].decode("utf-8", errors="replace")
-        clipped = len(raw) > NOTABLE_LINE_BYTES
+        clipped = length > NOTABLE_LINE_BYTES
         text = _CONTROL.sub(" ", text.rstrip("\r"))
         line = NotableLine(start=start, offset=offset, text=text, clipped=clipped)
         if self._head_end is None and start < self._head_window:
@@ -227,40 +301,63 @@ class _NotableScanner:
             self.found = (after + self.found)[: self._keep]
             self._early = []
 
-    def feed(self, chunk: bytes, position: int, newlines_before: int) -> None:
-        first = chunk.find(b"\n")
-        if first < 0:
-            room = NOTABLE_SCAN_BYTES - len(self._partial)
+    def _candidates(self, chunk: bytes, start: int, end: int) -> Callable[[int], int]:
+        """``pos ->`` the next position in ``[pos, end)`` where a match may start, or -1."""
+        if self._words is not None:
+            return self._words.starts(chunk, start, end)
+        regex = self._pattern.regex
+
+        def next_match(pos: int) -> int:
+            found = regex.search(chunk, pos, end)
+            return -1 if found is None else found.start()
+
+        return next_match
+
+    def feed(self, chunk: bytes, position: int, newlines_before: int, newlines: int) -> None:
+        """``chunk`` (with ``newlines``) starts at ``position``, after ``newlines_before``."""
+        kept = self._kept
+        if not newlines:
+            room = kept - len(self._partial)
             if room > 0:
                 self._partial += chunk[:room]
+            self._partial_length += len(chunk)
             return
-        pending = bytes(self._partial) + chunk[: max(0, min(first, NOTABLE_SCAN_BYTES))]
-        if self._matches(pending):
-            self._add(self._partial_start, self._partial_line, pending)
+        first = chunk.find(b"\n")
+        pending = bytes(self._partial) + chunk[: max(0, min(first, kept - len(self._partial)))]
+        if self._pattern.line_matches(pending[: self._scan]):
+            self._add(
+                self._partial_start, self._partial_line, pending, self._partial_length + first
+            )
         last = chunk.rfind(b"\n")
         if last > first and not self.done:
-            searched = chunk.lower() if self._pattern.lowercase else chunk
-            pattern = self._pattern
-            memo: dict[bytes, int] = {}
-            pos = counted = first + 1
-            line = newlines_before + 1
-            while not self.done:
-                hit = pattern.first_hit(searched, pos, last, memo)
-                if hit < 0:
-                    break
-                start = searched.rfind(b"\n", 0, hit) + 1
-                end = searched.find(b"\n", hit)
+            self._scan_lines(chunk, first + 1, last, position, newlines_before + 1)
+        self._partial = bytearray(chunk[last + 1 : last + 1 + kept])
+        self._partial_length = len(chunk) - last - 1
+        self._partial_start = position + last + 1
+        self._partial_line = newlines_before + newlines
+
+    def _scan_lines(self, chunk: bytes, begin: int, end: int, position: int, line: int) -> None:
+        """The whole lines of ``chunk[begin:end]`` (``end``: a newline); ``line``: the first's."""
+        next_candidate = self._candidates(chunk, begin, end)
+        matches = self._pattern.line_matches
+        scan = self._scan
+        pos = counted = begin
+        while not self.done:
+            hit = next_candidate(pos)
+            if hit < 0:
+                return
+            start = chunk.rfind(b"\n", begin, hit) + 1 or begin
+            stop = chunk.find(b"\n", hit, end + 1)
+            if matches(chunk[start : min(stop, start + scan)]):
                 line += chunk.count(b"\n", counted, start)
                 counted = start
-                self._add(position + start, line, chunk[start:end])
-                pos = end + 1
-        self._partial = bytearray(chunk[last + 1 : last + 1 + NOTABLE_SCAN_BYTES])
-        self._partial_start = position + last + 1
-        self._partial_line = newlines_before + chunk.count(b"\n")
+                self._add(position + start, line, chunk[start:stop], stop - start)
+            pos = stop + 1
 
     def finish(self) -> None:
-        if self._partial and not self.done and self._matches(bytes(self._partial)):
-            self._add(self._partial_start, self._partial_line, bytes(self._partial))
+        partial = bytes(self._partial)
+        if partial and not self.done and self._pattern.line_matches(partial[: self._scan]):
+            self._add(self._partial_start, self._partial_line, partial, self._partial_length)
 
 
 class PreviewCollector:
@@ -292,11 +389,14 @@ class PreviewCollector:
         )
         self._notable_source = None if notable is None else notable.source
 
-    def feed(self, chunk: bytes) -> None:
+    def feed(self, chunk: bytes, newlines: int | None = None) -> None:
+        """The next bytes; ``newlines``: ``chunk.count(b"\\n")`` if the caller counted it."""
         if not chunk:
             return
+        if newlines is None:
+            newlines = chunk.count(b"\n")
         if self._scanner is not None and not self._scanner.done:
-            self._scanner.feed(chunk, self._size, self._newlines)
+            self._scanner.feed(chunk, self._size, self._newlines, newlines)
         if len(self._head) < self._head_bytes + _SLACK:
             self._head += chunk[: self._head_bytes + _SLACK - len(self._head)]
             if self._scanner is not None and len(self._head) == self._head_bytes + _SLACK:
@@ -311,7 +411,7 @@ class PreviewCollector:
                 self._last_newline_dropped = self._size + len(chunk) - self._ring_size + newline
             self._ring_size -= len(dropped)
         self._size += len(chunk)
-        self._newlines += chunk.count(b"\n")
+        self._newlines += newlines
 
     def _head_cut(self, head_buf: bytes, size: int) -> int:
         """Where the head ends: whole lines if that keeps half the window, else a character cut.
@@ -422,7 +522,19 @@ def render_notable(notable: list[NotableLine] | tuple[NotableLine, ...], source:
     return "".join(rows)
 
 
-def _read_hint(source_id: str, offset: int, byte: int, page_bytes: int) -> str:
+def read_hint(source_id: str, offset: int, byte: int, page_bytes: int, *, form: str = "cli") -> str:
+    """How to read the omitted part, as the marker says it.
+
+    ``form="cli"`` names the command and the library call; ``form="mcp"``
+    names the MCP server's tool call, the id quoted so that nothing around
+    it can be taken for part of it.
+    """
+    if form == "mcp":
+        call = f'read_artifact(source_id="{source_id}", offset={offset}'
+        call += f", start_byte={byte})" if byte else ")"
+        return f"{call}; each page is at most {_n(page_bytes)} bytes and names the next read"
+    if form != "cli":
+        raise UsageError(f"form must be 'cli' or 'mcp', got {form!r}")
     command = f"toolswap read {source_id} --offset {offset}"
     call = f"read_page(offset={offset}"
     if byte:
@@ -476,7 +588,7 @@ def render_pointer(
             f"--- omitted: {where} ({_n(count)} line{'' if count == 1 else 's'}), "
             f"bytes {_n(preview.head_end)}-"
             f"{_n(preview.tail_start)} ({_n(preview.omitted_bytes)} bytes); read them with "
-            f"{_read_hint(source_id, first, preview.omitted_first_byte, page_bytes)} ---\n"
+            f"{read_hint(source_id, first, preview.omitted_first_byte, page_bytes)} ---\n"
         )
     else:
         text += "--- omitted: nothing (0 lines, 0 bytes) ---\n"

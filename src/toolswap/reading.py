@@ -23,7 +23,6 @@ below so that both show the same text.
 
 from __future__ import annotations
 
-import datetime
 import time
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -228,6 +227,8 @@ class ArtifactInfo:
 
 
 def _iso(epoch: float) -> str:
+    import datetime  # only listings show dates; a page read does not pay for the import
+
     return datetime.datetime.fromtimestamp(epoch, datetime.UTC).isoformat(timespec="seconds")
 
 

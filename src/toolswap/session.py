@@ -5,6 +5,10 @@ A session folder holds::
     <session_dir>/
         tool-results/tool_result_NNN.txt   artifacts (immutable once written)
         retention-leases.jsonl             the lease journal
+        .journal-anchor                    a lower bound on the journal's records
+        .artifact-high-water               the highest artifact number ever handed out
+        .artifact-deleted-high-water       the highest number cleanup is about to delete
+        .verified-artifacts                a cache of verified artifacts, by identity
         .session.lock                      the flock taken by prepare and cleanup apply
 
 The session id defaults to the folder's name and must be a valid session id.

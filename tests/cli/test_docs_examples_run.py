@@ -17,6 +17,7 @@ RUNNABLE = re.compile(r"^```(sh|bash|python|sql)\s*$", re.MULTILINE)
 RUNNERS = {
     "owner-adapters.md": "tests/conformance/test_guide.py",
     "postgres.md": "tests/cli/test_owner_cli.py",
+    "etcd.md": "tests/cli/test_etcd_cli.py",
     "tutorial.md": "tests/cli/test_tutorial.py",
     "mcp.md": "tests/cli/test_mcp_docs.py",
 }

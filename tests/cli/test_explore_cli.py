@@ -27,7 +27,7 @@ def _run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str,
 def test_the_correct_model_exits_0_with_the_state_count(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = _run(["--bounds", SMALL], capsys)
     assert (code, err) == (EXIT_OK, "")
-    assert "verdict: 0 violations of S1-S7 (489 states, " in out
+    assert "verdict: 0 violations of S1-S7 (516 states, " in out
     assert " transitions, depth " in out and " s)" in out  # time is printed
     assert "L1 progress: holds" in out
 
@@ -65,7 +65,7 @@ def test_json_carries_the_verdict_and_the_trace(capsys: pytest.CaptureFixture[st
 def test_json_for_the_correct_model(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = _run(["--bounds", SMALL, "--json"], capsys)
     doc = json.loads(out)
-    assert (code, doc["violations"], doc["states"], doc["l1_stuck"]) == (EXIT_OK, 0, 489, 0)
+    assert (code, doc["violations"], doc["states"], doc["l1_stuck"]) == (EXIT_OK, 0, 516, 0)
     assert (doc["bounds"]["artifacts"], doc["bounds"]["crashes"]) == (1, True)
 
 

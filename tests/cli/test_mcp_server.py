@@ -40,8 +40,8 @@ def _server(session: pathlib.Path, *extra: str) -> Any:
 
 
 def _text(result: Any) -> str:
-    (block,) = result.content
-    return str(block.text)
+    """The text block: always the first (a resource link may follow it)."""
+    return str(result.content[0].text)
 
 
 async def _conversation(session: pathlib.Path) -> dict[str, Any]:
@@ -123,7 +123,11 @@ def test_the_server_lists_its_tools_with_every_argument_described(talk: dict[str
 def test_a_large_output_comes_back_as_a_pointer_within_the_page_cap(talk: dict[str, Any]) -> None:
     is_error, text = talk["run"]
     assert not is_error
-    assert text.startswith("[toolswap] exit status 0 (complete); output externalized as ")
+    first, _ = text.split("\n", 1)
+    assert first == (
+        "[toolswap] exit status 0 (complete); large output, the pointer follows; "
+        f"source_id: {talk['source_id']}"
+    )
     assert "80,000 lines" in text and "line 0 ok" in text and "line 79999 ok" in text
     assert len(text.encode("utf-8")) <= DEFAULT_PAGE_BYTES
     assert "result cut at the page cap" not in text  # it fits by design, not by the guard

@@ -87,6 +87,26 @@ def test_malformed_specs_are_usage_errors_that_do_not_echo_the_location(spec: st
         assert private not in str(caught.value)
 
 
+@pytest.mark.parametrize(
+    "spec", ["postgresql://?schema=", "postgresql://db.internal/m?schema=&x=1"]
+)
+def test_an_empty_schema_is_refused_not_read_as_the_default(spec: str) -> None:
+    # the default schema may be another deployment's store
+    with pytest.raises(UsageError, match="schema= is empty"):
+        parse_owner_spec(spec)
+
+
+def test_owner_init_on_an_unknown_service_says_so_in_one_line(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PGSERVICEFILE", str(tmp_path / "pg_service.conf"))
+    (tmp_path / "pg_service.conf").write_text("[other]\nhost=/nowhere\n")
+    assert main(["owner", "init", "postgresql://?service=no_such_service"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1
+    assert "not in the service file" in err
+
+
 # -- SQLite (no server) -----------------------------------------------------------
 
 

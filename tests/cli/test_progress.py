@@ -1,4 +1,8 @@
-"""Live progress: drawn on a terminal's stderr, never in a pipe, never under ``--json``.
+"""Live progress on a terminal's stderr; in a pipe, a plain line every ten seconds.
+
+On a terminal the line is redrawn in place (never under ``--json``); when
+stderr is a pipe nothing is drawn, and a long command prints a plain line
+(no ``\r``, no escape codes) at least every :data:`_progress.HEARTBEAT` seconds.
 
 The terminal is a real pseudo-terminal (``os.openpty``) handed to a child
 ``toolswap`` as its stderr; stdout stays a pipe, so the command's real output
@@ -11,6 +15,7 @@ import io
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -76,9 +81,13 @@ def test_explore_draws_states_depth_and_rate_on_a_terminal() -> None:
     assert err.endswith("\r\x1b[K")  # the line is erased before the command ends
 
 
-def test_explore_is_quiet_when_stderr_is_a_pipe() -> None:
+def _no_drawing(err: str) -> bool:
+    return "\r" not in err and "\x1b[" not in err
+
+
+def test_explore_draws_nothing_when_stderr_is_a_pipe() -> None:
     code, out, err = _piped(SMALL)
-    assert (code, err) == (0, "")
+    assert code == 0 and _no_drawing(err)
     assert "verdict: 0 violations" in out
 
 
@@ -94,9 +103,44 @@ def test_crashcheck_draws_the_scenario_and_crash_states_on_a_terminal() -> None:
     assert "crash states explored" in out and code in (0, 1)
 
 
-def test_crashcheck_is_quiet_when_stderr_is_a_pipe() -> None:
+def test_crashcheck_draws_nothing_when_stderr_is_a_pipe() -> None:
     _, out, err = _piped(CRASH)
-    assert err == "" and "crash states explored" in out
+    assert _no_drawing(err) and "crash states explored" in out
+
+
+def test_a_long_command_in_a_pipe_says_it_is_alive_with_plain_lines(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(_progress, "HEARTBEAT", 0.05)
+    monkeypatch.delenv("TOOLSWAP_PROGRESS", raising=False)
+    assert main(CRASH) in (0, 1)
+    err = capsys.readouterr().err
+    assert _no_drawing(err)
+    assert "crashcheck: publish_ok: " in err and " crash states" in err
+
+
+def test_a_heartbeat_repeats_the_latest_line_while_one_step_runs_long(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_progress, "HEARTBEAT", 0.05)
+    stream = io.StringIO()
+    beats = _progress.Progress(False, stream, heartbeat=True)
+    try:
+        beats.update("conformance: [3/90] GEN.many-ids-back-to-back")
+        deadline = time.monotonic() + 30
+        while "so far" not in stream.getvalue() and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        beats.close()
+    (first, *_) = stream.getvalue().splitlines()
+    assert first.startswith("conformance: [3/90] GEN.many-ids-back-to-back (")
+
+
+def test_a_short_command_in_a_pipe_prints_nothing() -> None:
+    stream = io.StringIO()
+    with _progress.Progress(False, stream, heartbeat=True) as beats:
+        beats.update("exploring: 12 states")
+    assert stream.getvalue() == ""
 
 
 def test_conformance_draws_the_current_check_on_a_terminal() -> None:

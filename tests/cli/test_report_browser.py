@@ -65,7 +65,8 @@ PROBE = """<script>(function () {
     var q = function (s) { return Array.prototype.map.call(document.querySelectorAll(s), box); };
     var out = {errors: errors, diagrams: q("svg.diagram"), variants: q("article.variant"),
                broken: q("tr.broken"), crashes: q("tr.crash"), sections: q("main > section"),
-               height: document.documentElement.scrollHeight};
+               height: document.documentElement.scrollHeight,
+               wider: document.documentElement.scrollWidth - document.documentElement.clientWidth};
     var pre = document.createElement("pre");
     pre.id = "probe";
     pre.textContent = JSON.stringify(out);
@@ -183,6 +184,10 @@ def test_every_diagram_has_a_size(probe: dict[str, Any]) -> None:
 
 def test_nothing_sticks_out_of_a_variant(probe: dict[str, Any]) -> None:
     assert [v["id"] for v in probe["variants"] if v["overflow"] > 1] == []
+
+
+def test_the_page_is_no_wider_than_a_1400_pixel_window(probe: dict[str, Any]) -> None:
+    assert probe["wider"] <= 0
 
 
 def test_screenshots(browser: str, page: Path, probe: dict[str, Any], artifacts: Path) -> None:

@@ -178,3 +178,74 @@ def test_a_timeout_stops_the_whole_process_group_and_exits_124(tmp_path: pathlib
     assert "summary: INCOMPLETE (timed out after 0.5 s): 1 (" in done.stdout
     assert done.stderr.startswith("toolswap: timed out: the output is incomplete (kept as ")
     assert _dead(int((tmp_path / "grandchild.pid").read_text()))
+
+
+def test_a_background_child_holding_the_pipe_is_not_waited_for(tmp_path: pathlib.Path) -> None:
+    # The command is over when sh exits; the child it left keeps the pipe open.
+    started = time.monotonic()
+    done = subprocess.run(
+        _toolswap(
+            "run",
+            "--session",
+            str(tmp_path / "s"),
+            "--",
+            "sh",
+            "-c",
+            "echo started; sleep 60 & echo $! > child.pid",
+        ),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert time.monotonic() - started < 30  # the drain, not the child's 60 s
+    assert (done.returncode, done.stdout) == (0, "started\n"), done.stderr
+    child = int((tmp_path / "child.pid").read_text())
+    _wait_for(lambda: _dead(child), "the background child to end")
+
+
+def test_what_the_command_leaves_in_its_group_is_ended_with_it(tmp_path: pathlib.Path) -> None:
+    done = subprocess.run(
+        _toolswap(
+            "run",
+            "--session",
+            str(tmp_path / "s"),
+            "--",
+            "sh",
+            "-c",
+            "sleep 60 > /dev/null 2>&1 & echo $! > child.pid",
+        ),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    child = int((tmp_path / "child.pid").read_text())
+    _wait_for(lambda: _dead(child), "the background child to end")
+
+
+def test_the_timeout_still_applies_after_the_command_closes_its_output(
+    tmp_path: pathlib.Path,
+) -> None:
+    done = subprocess.run(
+        _toolswap(
+            "run",
+            "--session",
+            str(tmp_path / "s"),
+            "--timeout",
+            "1",
+            "--",
+            "sh",
+            "-c",
+            "echo before; exec >&- 2>&-; echo $$ > leader.pid; sleep 60",
+        ),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 124, done.stderr
+    assert done.stdout == "before\n"
+    leader = int((tmp_path / "leader.pid").read_text())
+    _wait_for(lambda: _dead(leader), "the command to end")

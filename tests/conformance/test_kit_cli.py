@@ -31,7 +31,7 @@ def _run(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
 
 
 def test_the_sqlite_owner_conforms_and_the_json_report_says_so() -> None:
-    done = _run("sqlite", "--check", "O1", "--check", "GEN", "--json")
+    done = _run("sqlite", "--check", "O1", "--check", "GEN", "--json", "--examples", "2")
     assert done.returncode == 0, done.stdout + done.stderr
     doc = json.loads(done.stdout)
     wanted = {c.id for c in checks_named(["O1", "GEN"])}
@@ -42,7 +42,9 @@ def test_the_sqlite_owner_conforms_and_the_json_report_says_so() -> None:
 
 def test_junit_and_markdown_reports_list_every_check(tmp_path: Path) -> None:
     junit, markdown = tmp_path / "kit.xml", tmp_path / "kit.md"
-    done = _run("memory", "--check", "O3", "--junit", str(junit), "--markdown", str(markdown))
+    done = _run(
+        "memory", "--check", "O3", "--junit", str(junit), "--markdown", str(markdown), "--quick"
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     ids = [c.id for c in checks_named(["O3"])]
     cases = ET.parse(junit).getroot().findall("./testsuite/testcase")
@@ -54,7 +56,7 @@ def test_junit_and_markdown_reports_list_every_check(tmp_path: Path) -> None:
 
 
 def test_the_table_names_the_failing_check_and_exits_one() -> None:
-    done = _run(f"{H}:DeletingRemoveHarness", "--check", "O4")
+    done = _run(f"{H}:DeletingRemoveHarness", "--check", "O4", "--examples", "0")
     assert done.returncode == 1
     rows = {
         line.split()[2]: line.split()[0]
@@ -79,6 +81,15 @@ def test_repeat_runs_each_check_again_on_a_fresh_store() -> None:
     done = _run("sqlite", "--check", "O1.publish-visible-to-next-fence", "--repeat", "3", "--json")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["results"][0]["repetitions"] == 3
+    table = _run("sqlite", "--check", "O1.publish-visible-to-next-fence", "--repeat", "2")
+    assert "each check 2 times" in table.stdout.splitlines()[-1]
+
+
+def test_what_a_harness_prints_never_reaches_the_json_report() -> None:
+    done = _run(f"{H}:PrintingHarness", "--check", "O1.publish-visible-to-next-fence", "--json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert json.loads(done.stdout)["passed"] is True
+    assert "hello from the harness" in done.stderr
 
 
 def test_list_shows_every_check_id_once(capsys: pytest.CaptureFixture[str]) -> None:
@@ -103,6 +114,8 @@ def test_list_shows_every_check_id_once(capsys: pytest.CaptureFixture[str]) -> N
         (f"{H}:OneStoreHarness", "two work folders share one store"),
         (f"{H}:BrokenInitHarness", "building it failed (RuntimeError: no store configured)"),
         (f"{H}:TypoKnownHarness", "known_failures names no check 'O1.no-such-check'"),
+        ("toolswap.testing:OwnerHarness", "open_owner() is not implemented"),
+        (f"{H}:RaisingOpenHarness", "open_owner() raised ConnectionError: the store refused"),
     ],
 )
 def test_an_unusable_harness_is_one_clear_line(harness: str, says: str) -> None:

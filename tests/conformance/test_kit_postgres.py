@@ -20,17 +20,42 @@ import pytest
 from tests._postgres import require_dsn
 from toolswap.owners.postgres import RESTART_ENV, PostgresHarness
 from toolswap.testing import checks_named, run_conformance
+from toolswap.testing.checks_powerloss import POWER_LOSS_CHECKS
+from toolswap.testing.options import RunOptions
 
 pytestmark = pytest.mark.postgres
+
+# What the PostgreSQL harness does not offer: a fault plan under the driver (its faults
+# are armed through inject_fault, on the first or the completing statement), and the
+# optional census until the owner has one.
+_OPTIONAL = (
+    "O1.publish-durable-at-every-call",
+    "O2.store-failure-is-not-rejection-at-every-call",
+    "O4.remove-durable-at-every-call",
+    "O6.seal-durable-at-every-call",
+    "O8.in-doubt-at-every-call",
+    "O2.slow-store-is-not-rejection",
+    "O6.false-seal-writes-nothing-when-slow",
+    "O9.",
+    # The server's data directory is not the kit's to cut the power of; the power-loss
+    # checks run on PostgresClusterHarness (test_kit_powerloss_servers.py).
+    *POWER_LOSS_CHECKS,
+    "DEEP.crash-explorer-power-cuts",
+)
 
 
 def test_every_check_passes_on_the_postgres_owner(tmp_path: Path) -> None:
     require_dsn()
     if not os.environ.get(RESTART_ENV):
         pytest.skip(f"{RESTART_ENV} is unset: the restart checks would be skipped")
-    report = run_conformance(PostgresHarness, workroot=tmp_path)
+    # A few drawn examples per check (each is a fresh schema) and one round of the machine.
+    # The deep checks crash every scenario against the server (about 30 s alone, several
+    # times that on a loaded machine): a generous timeout, so load is never a verdict.
+    options = RunOptions(examples=1, budget=0.5, seed=0, model_budget=0.0, check_timeout=600.0)
+    report = run_conformance(PostgresHarness, workroot=tmp_path, options=options)
     assert [(r.check_id, r.message) for r in report.failed] == []
-    assert report.counts()["skip"] == 0, [r.check_id for r in report.results if r.outcome == "skip"]
+    skipped = {r.check_id: r.message for r in report.results if r.outcome == "skip"}
+    assert all(check_id.startswith(_OPTIONAL) for check_id in skipped), skipped
     assert len(report.results) == len(checks_named(None))
 
 

@@ -39,6 +39,19 @@ def test_the_option_makes_one_item_per_check_and_junit_lists_them(tmp_path: Path
     assert names == ids
 
 
+def test_the_option_runs_the_kit_alone_not_the_projects_own_tests(tmp_path: Path) -> None:
+    (tmp_path / "test_project.py").write_text("def test_mine():\n    raise AssertionError\n")
+    done = _pytest(
+        tmp_path,
+        "--toolswap-owner",
+        "memory",
+        "--toolswap-check",
+        "O1.publish-visible-to-next-fence",
+    )
+    assert done.returncode == 0, done.stdout
+    assert "1 passed, 1 deselected" in done.stdout
+
+
 def test_a_broken_adapter_fails_the_item_of_its_promise(tmp_path: Path) -> None:
     done = _pytest(
         tmp_path, "--toolswap-owner", f"{H}:DeletingRemoveHarness", "--toolswap-check", "O4"

@@ -2,8 +2,8 @@
 
 ``plan_cleanup``, ``apply_cleanup`` and ``cleanup_session`` take a journal, raw
 claims, or neither; with neither they use the session's journal if it has (or
-had) one, and an apply keeps the form its plan was made in.  Each test states
-one claim.
+had) one, and refuse otherwise: a forgotten argument is never "no claims".
+Each test states one claim.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import pytest
 
 from tests.core.test_cleanup import DELETE, NOW, claim_for, exists, make_session, put
 from toolswap.cleanup import (
+    ClaimsRequiredError,
     CleanupRefused,
     JournalRequiredError,
     apply_cleanup,
@@ -30,14 +31,43 @@ from toolswap.journal_anchor import ANCHOR_NAME
 DATA = b"old orphan\n"
 
 
-def test_a_session_that_never_had_a_journal_is_cleaned_with_no_claims(
+def test_a_session_that_never_had_a_journal_is_cleaned_with_no_claims_only_when_told(
     tmp_path: pathlib.Path,
 ) -> None:
     paths = make_session(tmp_path)
     put(paths, 1, DATA)
     assert session_journal(paths) is None
-    plan, report = cleanup_session(paths, policy=DELETE, now=NOW)
+    plan, report = cleanup_session(paths, (), policy=DELETE, now=NOW)
     assert (plan.journal_aware, report.deleted) == (False, ("tool_result_001.txt",))
+
+
+@pytest.mark.parametrize("call", ["plan", "apply", "cleanup_session"])
+def test_neither_claims_nor_a_journal_on_a_session_without_one_refuses(
+    tmp_path: pathlib.Path, call: str
+) -> None:
+    paths = make_session(tmp_path)
+    put(paths, 1, DATA)
+    with pytest.raises(ClaimsRequiredError, match=r"claims=\(\)"):
+        if call == "plan":
+            plan_cleanup(paths, policy=DELETE, now=NOW)
+        elif call == "apply":
+            apply_cleanup(paths, plan_cleanup(paths, (), policy=DELETE, now=NOW), now=NOW)
+        else:
+            cleanup_session(paths, policy=DELETE, now=NOW)
+    assert exists(paths, "tool_result_001.txt")
+
+
+def test_a_raw_plan_applied_without_its_claims_refuses_and_keeps_the_claimed_file(
+    tmp_path: pathlib.Path,
+) -> None:
+    # the claims the plan honoured are not "no claims" at apply time (fail closed)
+    paths = make_session(tmp_path)
+    put(paths, 1, DATA)
+    claim = claim_for(paths, "tool_result_001.txt", DATA)
+    plan = plan_cleanup(paths, [claim], policy=DELETE, now=NOW)
+    with pytest.raises(ClaimsRequiredError):
+        apply_cleanup(paths, plan, now=NOW)
+    assert exists(paths, "tool_result_001.txt")
 
 
 def test_with_neither_the_sessions_journal_protects(tmp_path: pathlib.Path) -> None:
@@ -79,12 +109,12 @@ def test_claims_that_are_not_iterable_are_not_read_as_no_claims(tmp_path: pathli
 def test_a_raw_plan_stays_raw_and_refuses_once_a_journal_appeared(tmp_path: pathlib.Path) -> None:
     paths = make_session(tmp_path)
     put(paths, 1, DATA)
-    plan = plan_cleanup(paths, policy=DELETE, now=NOW)
+    plan = plan_cleanup(paths, (), policy=DELETE, now=NOW)
     ArtifactRetentionJournal(paths.root).prepare(
         claim_for(paths, "tool_result_001.txt", DATA), "t1"
     )
     with pytest.raises(JournalRequiredError):
-        apply_cleanup(paths, plan, now=NOW)
+        apply_cleanup(paths, plan, claims=(), now=NOW)
     assert exists(paths, "tool_result_001.txt")
 
 

@@ -9,6 +9,7 @@ replaced row, which it can only do if it reads the table rather than a copy.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import itertools
 import os
@@ -33,6 +34,7 @@ from toolswap.errors import UsageError
 from toolswap.fs import FileFacts, OsFileSystem
 from toolswap.journal import ArtifactRetentionJournal, IllegalTransitionError
 from toolswap.owner import ObservedState, ReconcileStatus
+from toolswap.owners.memory import InMemoryOwner
 from toolswap.session import SessionPaths
 
 from ._journal_support import make_artifact
@@ -368,6 +370,24 @@ def test_reconciliation_follows_a_replaced_row(
     assert journal.recover().states["t1"].value == key[0].value
 
 
+def test_a_failed_inspection_reports_what_the_tables_unknown_row_says(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    journal, _ = _journal_in(tmp_path, L.PREPARED)
+    key = (L.PREPARED, spec_reconcile.ObservationKind.UNKNOWN)
+    rows = dict(spec_reconcile.RECONCILE_TABLE)
+    rows[key] = spec_reconcile.Decision(False, None, spec_reconcile.ReconcileStatus.PENDING_STALE)
+    monkeypatch.setattr(spec_reconcile, "RECONCILE_TABLE", MappingProxyType(rows))
+
+    class Failing:
+        def inspect_fenced(self, txn: str) -> object:
+            raise TimeoutError("the owner did not answer")
+
+    report = journal.reconcile_reference("t1", Failing())  # type: ignore[arg-type]
+    assert report.status is ReconcileStatus.PENDING_STALE  # the row, not a hard-coded status
+    assert journal.recover().states["t1"] is L.PREPARED
+
+
 @pytest.mark.parametrize("state", [L.COMMITTED, L.ABORTED, L.RELEASED], ids=lambda s: s.name)
 def test_a_lease_the_table_settles_whatever_is_seen_is_not_asked_about(
     tmp_path: pathlib.Path, state: Any
@@ -403,6 +423,7 @@ def test_the_facts_of_a_file_carry_each_value_in_its_own_field() -> None:
         "device": 7,
         "inode": 13,
         "mtime_exact": 3_000_000_000,
+        "writing": False,
     }
 
 
@@ -490,6 +511,27 @@ def _foreign(paths: SessionPaths) -> list[ArtifactRetentionClaim]:
     return []
 
 
+_WRITERS: list[int] = []  # the writers' handles a scenario left open, closed after each test
+
+
+@pytest.fixture(autouse=True)
+def _close_writers() -> Iterator[None]:
+    yield
+    while _WRITERS:
+        os.close(_WRITERS.pop())
+
+
+def _mark_as_written(paths: SessionPaths) -> list[ArtifactRetentionClaim]:
+    """A writer holds its mark on the file: an exclusive flock on its own open of it."""
+    path = os.path.join(paths.tool_results, "tool_result_001.txt")
+    if not os.path.exists(path):
+        _write(paths)
+    handle = os.open(path, os.O_WRONLY)
+    fcntl.flock(handle, fcntl.LOCK_EX)
+    _WRITERS.append(handle)
+    return []
+
+
 OTHER_SHA = hashlib.sha256(b"other").hexdigest()
 _F = spec_cleanup.EntryFacts
 _old = int(OLD)
@@ -508,6 +550,9 @@ SCENARIOS: dict[spec_cleanup.PlanStatus | str, _Scenario] = {
     ),
     "not ours to judge (owner, unreadable, changing)": _Scenario(
         build=_only_file, facts=_F(trusted=False, mtime=_old), fs=_OtherUidFS()
+    ),
+    "still being written (its writer's mark)": _Scenario(
+        build=_mark_as_written, facts=_F(mtime=_old, writing=True)
     ),
     "an active claim's digest differs": _Scenario(
         build=_claimed(OTHER_SHA), facts=_F(digest=1, mtime=_old), claims=(spec_cleanup.Claim(2),)
@@ -635,6 +680,21 @@ def _nothing(paths: SessionPaths) -> list[ArtifactRetentionClaim]:
     return []
 
 
+class _CannotTell(InMemoryOwner):
+    """An owner whose census fence fails to enter: it cannot tell."""
+
+    def census_fenced(self, source_ids: Any) -> Any:
+        raise TimeoutError("the census fence timed out")
+
+
+def _lost_lease_owner() -> InMemoryOwner:
+    """An owner that still shows a reference to the orphan: the journal lost its lease."""
+    owner = InMemoryOwner()
+    source = format_source_id("s1", "tool_result_001.txt", SHA)
+    owner.publish("t-lost", ArtifactRetentionClaim(source_id=source, content_sha256=SHA))
+    return owner
+
+
 @attrs.frozen
 class _Change:
     """What happens between a plan (at NOW, deleting the old orphan) and its apply."""
@@ -642,13 +702,17 @@ class _Change:
     between: Callable[[SessionPaths], list[ArtifactRetentionClaim]]
     now: float = NOW
     fs: OsFileSystem = OsFileSystem()
+    owner: Callable[[], InMemoryOwner | None] = lambda: None
 
 
 APPLY_SCENARIOS: dict[str, _Change] = {
     "an active claim names it now, another digest": _Change(_claim_now(OTHER_SHA)),
     "an active claim names it now": _Change(_claim_now(SHA)),
     "the file is gone": _Change(_remove),
+    "the owner shows a visible reference naming it": _Change(_nothing, owner=_lost_lease_owner),
+    "the owner was asked and cannot tell": _Change(_nothing, owner=_CannotTell),
     "cannot be inspected or read now": _Change(_nothing, fs=_UnreadableFS()),
+    "still being written (its writer's mark)": _Change(_mark_as_written),
     "type, links, owner, snapshot or digest changed": _Change(_rewrite),
     "younger than the orphan TTL now": _Change(_nothing, now=OLD + 60),
     "unchanged and unclaimed": _Change(_nothing),
@@ -669,7 +733,8 @@ def _apply_status(tmp_path: pathlib.Path, change: _Change) -> str:
     plan = plan_cleanup(paths, [], policy=delete, now=NOW)
     assert [e.name for e in plan.planned] == ["tool_result_001.txt"]
     claims = change.between(paths)
-    report = apply_cleanup(paths, plan, claims=claims, fs=change.fs, now=change.now)
+    owner = change.owner()
+    report = apply_cleanup(paths, plan, claims=claims, owner=owner, fs=change.fs, now=change.now)
     return report.entry("tool_result_001.txt").status
 
 

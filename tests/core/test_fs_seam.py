@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import ast
+import errno
 import os
 import pathlib
 import threading
 import time
 
-from toolswap.fs import REAL_FS, FileSystem, OsFileSystem, locked
+import pytest
+
+from toolswap.fs import REAL_FS, FileSystem, HardLinkedFileError, OsFileSystem, locked
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SEAM = ROOT / "src" / "toolswap" / "fs.py"
@@ -61,25 +64,47 @@ def _storage_calls(path: pathlib.Path) -> list[str]:
 # Scratch folders for stores under test are not session evidence: the
 # conformance kit and the owner sources of the crash explorer make and remove
 # them directly.  Nothing else may.
-SCRATCH_ONLY = {"os.makedirs", "shutil.rmtree"}
+SCRATCH_ONLY = {"os.makedirs", "os.mkdir", "shutil.rmtree"}
 SCRATCH_MODULES = ("src/toolswap/testing/", "faultinject/owner_source.py")
 
+# A harness that runs a database server of its own makes the server's data
+# folder, hands it to the server's user and removes it: the server's storage,
+# never a session's (its one directory fsync goes through the seam).
+SERVER_FOLDERS = {
+    ("src/toolswap/owners/postgres_cluster.py", call)
+    for call in ("os.makedirs", "os.mkdir", "os.chmod", "os.stat", "shutil.rmtree")
+}
+
+# File systems of their own: the forgetful FUSE mount (issue 33) stores what the
+# processes on it write, below every seam, as the simulated disk does in memory.
+# Nothing of a session goes through them but by a real process's own calls.
+FILE_SYSTEMS = (
+    "faultinject/_forgetful_tree.py",
+    "faultinject/_forgetful_fuse.py",
+    "faultinject/powerloss.py",
+)
+
 # Not storage at all: the command runner wakes its own select() by writing one
-# byte to a self-pipe it made (no file, no path).
-NOT_STORAGE = {("src/toolswap/command.py", "os.write")}
+# byte to a self-pipe it made (no file, no path); the command line lists its
+# own package folder (program code) to name its sub-commands without
+# importing them.
+NOT_STORAGE = {
+    ("src/toolswap/command.py", "os.write"),
+    ("src/toolswap/cli/__init__.py", "os.listdir"),
+}
 
 
 def test_only_the_seam_module_calls_storage_operations() -> None:
     offenders = []
     for folder in ("src/toolswap", "spec", "faultinject"):
         for path in sorted((ROOT / folder).rglob("*.py")):
-            if path != SEAM:
+            if path != SEAM and not str(path.relative_to(ROOT)).startswith(FILE_SYSTEMS):
                 offenders += _storage_calls(path)
     offenders = [
         o
         for o in offenders
         if not (o.startswith(SCRATCH_MODULES) and o.rsplit(" ", 1)[1] in SCRATCH_ONLY)
-        and (o.split(":", 1)[0], o.rsplit(" ", 1)[1]) not in NOT_STORAGE
+        and (o.split(":", 1)[0], o.rsplit(" ", 1)[1]) not in NOT_STORAGE | SERVER_FOLDERS
     ]
     assert offenders == []
 
@@ -109,6 +134,19 @@ def test_open_read_refuses_to_follow_a_symlink(tmp_path: pathlib.Path) -> None:
     except OSError:
         return
     raise AssertionError("open_read followed a symlink")  # pragma: no cover
+
+
+@pytest.mark.parametrize("opener", ["open_append", "open_lock"])
+def test_a_write_open_refuses_a_hard_linked_file_and_writes_nothing(
+    tmp_path: pathlib.Path, opener: str
+) -> None:
+    outside = tmp_path / "outside"
+    outside.write_bytes(b"someone else's\n")
+    os.link(outside, tmp_path / "ours")
+    with pytest.raises(HardLinkedFileError, match="2 hard links") as caught:
+        getattr(OsFileSystem(), opener)(str(tmp_path / "ours"))
+    assert caught.value.errno == errno.EMLINK
+    assert outside.read_bytes() == b"someone else's\n"
 
 
 def test_locked_excludes_a_second_holder(tmp_path: pathlib.Path) -> None:

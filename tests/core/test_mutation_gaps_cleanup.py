@@ -9,6 +9,15 @@ sync after a deletion blames the environment and says the file is gone; each
 hostile plan and the raw cleanup of a journaled session are refused with a
 message that names the fault and the way out; apply says why it kept or skipped
 a file (already gone, swapped for a symlink).
+
+Issue 39 (every mutant, both operator sets): a name that cannot be inspected
+does not end the scan; apply says why a failing ``lstat`` or ``unlink`` kept
+or skipped a file; a plan or a cleanup given a journal uses it; an owner whose
+census does not answer keeps the file; a forged digest does not stop the owner
+being asked about the rest of the plan; planning and applying close every
+handle they open, and apply leaves the owner's census fence it entered; a
+policy or a snapshot read from outside with a key too many is hostile; a
+referenced file says how many references keep it.
 """
 
 from __future__ import annotations
@@ -18,7 +27,9 @@ import hashlib
 import json
 import os
 import pathlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
 
 import attrs
 import pytest
@@ -26,6 +37,7 @@ import pytest
 from toolswap.cleanup import (
     ArtifactCleanupPolicy,
     CleanupPlan,
+    FileSnapshot,
     HostilePlanError,
     JournalRequiredError,
     ScanProgress,
@@ -34,10 +46,13 @@ from toolswap.cleanup import (
     plan_cleanup,
 )
 from toolswap.errors import EnvironmentFailure
-from toolswap.fs import OsFileSystem
+from toolswap.fs import FileFacts, OsFileSystem
+from toolswap.journal import ArtifactRetentionJournal
+from toolswap.owners.memory import InMemoryOwner
 from toolswap.session import SessionPaths
 
 from .test_cleanup import DAY, DELETE, NOW, claim_for, exists, make_session, put
+from .test_mutation_gaps_journal_anchor import _CountsHandles
 
 # Far beyond any wall clock this suite will see: a half that read time.time()
 # instead of the injected clock would find every file "from the future".
@@ -277,4 +292,222 @@ def test_raw_cleanup_of_a_journaled_session_says_which_cleanup_to_use(
     assert str(info.value) == (
         "this session has a lease journal: raw claims cannot see its leases; "
         "use the journal-aware cleanup (S1)"
+    )
+
+
+# -- issue 39: every mutant of the fail-closed paths -------------------------------------
+
+
+class _ListsFirst(OsFileSystem):
+    """The real seam, listing ``first`` before the other names, whose ``lstat`` of it fails."""
+
+    def __init__(self, first: str, error: OSError) -> None:
+        self.first = first
+        self.error = error
+
+    def listdir(self, path: str) -> list[str]:
+        names = super().listdir(path)
+        return [self.first] + sorted(n for n in names if n != self.first)
+
+    def lstat(self, path: str) -> FileFacts:
+        if path.endswith(self.first):
+            raise self.error
+        return super().lstat(path)
+
+
+@pytest.mark.parametrize(
+    "error",
+    [FileNotFoundError(errno.ENOENT, "gone"), PermissionError(errno.EACCES, "denied")],
+    ids=["vanished", "cannot-inspect"],
+)
+def test_a_name_that_cannot_be_inspected_does_not_end_the_scan(
+    tmp_path: pathlib.Path, error: OSError
+) -> None:
+    paths = make_session(tmp_path)
+    first, later = put(paths, 1, b"first"), put(paths, 2, b"later")
+    plan = plan_cleanup(paths, [], policy=DELETE, now=NOW, fs=_ListsFirst(first, error))
+    assert [e.name for e in plan.planned] == [later]
+
+
+class _FailingAt(OsFileSystem):
+    """The real seam, one of whose calls on artifacts (``lstat`` or ``unlink``) fails."""
+
+    def __init__(self, call: str, error: OSError) -> None:
+        self.call = call
+        self.error = error
+
+    def lstat(self, path: str) -> FileFacts:
+        if self.call == "lstat" and path.endswith(".txt"):
+            raise self.error
+        return super().lstat(path)
+
+    def unlink(self, path: str) -> None:
+        if self.call == "unlink" and path.endswith(".txt"):
+            raise self.error
+        super().unlink(path)
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "outcome"),
+    [
+        (
+            "lstat",
+            PermissionError(errno.EACCES, "denied"),
+            ("retained_unknown", "cannot inspect: denied"),
+        ),
+        (
+            "unlink",
+            FileNotFoundError(errno.ENOENT, "gone"),
+            ("already_missing", "vanished just before unlink"),
+        ),
+        (
+            "unlink",
+            PermissionError(errno.EACCES, "denied"),
+            ("retained_unknown", "unlink failed: denied"),
+        ),
+    ],
+    ids=["lstat-fails", "unlinked-by-someone-else", "unlink-fails"],
+)
+def test_apply_says_why_a_seam_failure_kept_or_skipped_a_file(
+    tmp_path: pathlib.Path, call: str, error: OSError, outcome: tuple[str, str]
+) -> None:
+    paths = make_session(tmp_path)
+    name = put(paths, 1, b"orphan")
+    plan = plan_cleanup(paths, [], policy=DELETE, now=NOW)
+    report = apply_cleanup(paths, plan, claims=[], fs=_FailingAt(call, error), now=NOW)
+    assert (report.entry(name).status, report.entry(name).reason) == outcome
+
+
+def _journaled(tmp_path: pathlib.Path) -> tuple[SessionPaths, ArtifactRetentionJournal, str]:
+    """A session whose journal holds a PREPARED lease on an old artifact."""
+    paths = make_session(tmp_path)
+    name = put(paths, 1, b"leased")
+    journal = ArtifactRetentionJournal(paths.root, clock=lambda: NOW)
+    journal.prepare(claim_for(paths, name, b"leased"), "t1")
+    return paths, journal, name
+
+
+def test_a_plan_given_a_journal_is_made_with_that_journal(tmp_path: pathlib.Path) -> None:
+    paths, journal, name = _journaled(tmp_path)
+    plan = plan_cleanup(paths, journal=journal, policy=DELETE, now=NOW)
+    assert (plan.journal_aware, plan.entry(name).status) == (True, "retained_referenced")
+
+
+def test_cleanup_session_given_a_journal_keeps_what_its_leases_protect(
+    tmp_path: pathlib.Path,
+) -> None:
+    paths, journal, name = _journaled(tmp_path)
+    plan, report = cleanup_session(paths, journal=journal, policy=DELETE, now=NOW)
+    assert (plan.entry(name).status, report.deleted) == ("retained_referenced", ())
+    assert exists(paths, name)
+
+
+class _Census(InMemoryOwner):
+    """An owner whose census answers with ``answer`` (a mapping of id -> what it says)."""
+
+    def __init__(self, answer: Callable[[tuple[str, ...]], object]) -> None:
+        super().__init__()
+        self.answer = answer
+
+    @contextmanager
+    def census_fenced(self, source_ids: Any) -> Iterator[object]:
+        yield self.answer(tuple(source_ids))
+
+
+@pytest.mark.parametrize(
+    ("answer", "reason"),
+    [
+        (lambda ids: {}, "the owner's census did not name it: cannot tell"),
+        (lambda ids: dict.fromkeys(ids, "t1"), "the owner's census answer is not a list of ids"),
+    ],
+    ids=["not-named", "not-a-list"],
+)
+def test_an_owner_census_that_does_not_answer_keeps_the_file(
+    tmp_path: pathlib.Path, answer: Callable[[tuple[str, ...]], object], reason: str
+) -> None:
+    paths = make_session(tmp_path)
+    name = put(paths, 1, b"orphan")
+    plan = plan_cleanup(paths, [], policy=DELETE, now=NOW)
+    report = apply_cleanup(paths, plan, claims=[], owner=_Census(answer), now=NOW)
+    assert (report.entry(name).status, report.entry(name).reason) == ("retained_unknown", reason)
+    assert exists(paths, name)
+
+
+def test_a_forged_digest_does_not_keep_the_owner_from_being_asked_about_the_rest(
+    tmp_path: pathlib.Path,
+) -> None:
+    paths = make_session(tmp_path)
+    first, later = put(paths, 1, b"first"), put(paths, 2, b"later")
+    plan = plan_cleanup(paths, [], policy=DELETE, now=NOW)
+    forged = attrs.evolve(plan.entry(first), sha256="g" * 64)  # no source id can carry it
+    entries = tuple(forged if e.name == first else e for e in plan.entries)
+    owner = _Census(lambda ids: {i: () for i in ids})  # asked: nothing references them
+    report = apply_cleanup(
+        paths, attrs.evolve(plan, entries=entries), claims=[], owner=owner, now=NOW
+    )
+    assert report.deleted == (later,)
+    assert exists(paths, first)
+
+
+def test_planning_and_applying_close_every_handle_they_open(tmp_path: pathlib.Path) -> None:
+    paths = make_session(tmp_path)
+    name = put(paths, 1, b"orphan")
+    fs = _CountsHandles()
+    plan = plan_cleanup(paths, [], policy=DELETE, fs=fs, now=NOW)
+    report = apply_cleanup(paths, plan, claims=[], fs=fs, now=NOW)
+    assert report.deleted == (name,)
+    assert fs.open == set()
+
+
+class _FenceWatched(InMemoryOwner):
+    """An owner whose census fence (a plain context manager: nothing closes it when it
+    is dropped, as a generator's would be) says when it was left."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fence: list[str] = []
+
+    def census_fenced(self, source_ids: Any) -> Any:
+        owner = self
+
+        class _Fence:
+            def __enter__(self) -> dict[str, tuple[str, ...]]:
+                owner.fence.append("entered")
+                return {i: () for i in source_ids}
+
+            def __exit__(self, *exc: object) -> None:
+                owner.fence.append("left")
+
+        return _Fence()
+
+
+def test_apply_leaves_the_owner_census_fence_it_entered(tmp_path: pathlib.Path) -> None:
+    paths = make_session(tmp_path)
+    name = put(paths, 1, b"orphan")
+    owner = _FenceWatched()
+    plan = plan_cleanup(paths, [], policy=DELETE, now=NOW)
+    report = apply_cleanup(paths, plan, claims=[], owner=owner, now=NOW)
+    assert (report.deleted, owner.fence) == ((name,), ["entered", "left"])
+
+
+def test_a_policy_read_from_outside_with_an_unknown_key_is_hostile() -> None:
+    data = {**ArtifactCleanupPolicy().to_dict(), "delete_everything": True}
+    with pytest.raises(HostilePlanError, match=r"unknown \['delete_everything'\]"):
+        ArtifactCleanupPolicy.from_dict(data)
+
+
+def test_a_snapshot_read_from_outside_with_an_unknown_key_is_hostile() -> None:
+    data = {"size": 1, "mtime_ns": 2, "device": 3, "inode": 4, "path": "/etc/passwd"}
+    with pytest.raises(HostilePlanError, match=r"unknown \['path'\]"):
+        FileSnapshot.from_dict(data)
+
+
+def test_a_referenced_file_says_how_many_references_keep_it(tmp_path: pathlib.Path) -> None:
+    paths = make_session(tmp_path)
+    name = put(paths, 1, b"kept")
+    claims = [claim_for(paths, name, b"kept", count=2)]
+    entry = plan_cleanup(paths, claims, policy=DELETE, now=NOW).entry(name)
+    assert (entry.status, entry.reason) == (
+        "retained_referenced",
+        "2 active reference(s), digest matches",
     )

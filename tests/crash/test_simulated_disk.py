@@ -22,7 +22,7 @@ from toolswap.faultinject.disk import (
     torn_cut_sizes,
 )
 
-from toolswap.fs import FileSystem, locked
+from toolswap.fs import FileSystem, HardLinkedFileError, locked
 
 D = "/s"
 
@@ -230,6 +230,43 @@ def test_no_open_follows_a_symlink() -> None:
             opener(f"{D}/link")
         assert caught.value.errno == errno.ELOOP
     assert disk.lstat(f"{D}/link").is_symlink
+
+
+@pytest.mark.parametrize("opener", ["open_append", "open_lock"])
+def test_a_write_open_refuses_a_hard_linked_file_like_the_real_seam(opener: str) -> None:
+    disk = fresh()
+    durable_file(disk, f"{D}/outside", b"theirs")
+    disk.make_hard_link(f"{D}/ours", f"{D}/outside")
+    with pytest.raises(HardLinkedFileError, match="2 hard links") as caught:
+        getattr(disk, opener)(f"{D}/ours")
+    assert caught.value.errno == errno.EMLINK
+
+
+def test_stat_counts_the_names_of_a_file() -> None:
+    disk = fresh()
+    durable_file(disk, f"{D}/a", b"x")
+    disk.make_hard_link(f"{D}/b", f"{D}/a")
+    assert (disk.lstat(f"{D}/a").nlink, disk.lstat(f"{D}/b").nlink) == (2, 2)
+    disk.unlink(f"{D}/b")
+    assert disk.lstat(f"{D}/a").nlink == 1
+
+
+def test_renaming_over_a_second_name_leaves_the_file_one() -> None:
+    disk = fresh()
+    durable_file(disk, f"{D}/a", b"x")
+    disk.make_hard_link(f"{D}/b", f"{D}/a")
+    durable_file(disk, f"{D}/new", b"y")
+    disk.rename(f"{D}/new", f"{D}/b")
+    assert disk.lstat(f"{D}/a").nlink == 1
+
+
+def test_a_crash_counts_the_names_the_durable_directories_keep() -> None:
+    disk = fresh()
+    durable_file(disk, f"{D}/a", b"x")
+    disk.make_hard_link(f"{D}/b", f"{D}/a")
+    disk.unlink(f"{D}/b")  # never made durable: the crash brings the name back
+    disk.crash("drop")
+    assert disk.lstat(f"{D}/a").nlink == 2
 
 
 def test_quota_raises_enospc_after_a_partial_write() -> None:

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import pytest
 from toolswap.spec import cleanup
-from toolswap.spec.cleanup import ApplyStatus, Claim, EntryFacts, EntryKind, PlanStatus, Policy
+from toolswap.spec.cleanup import (
+    ApplyStatus,
+    Claim,
+    EntryFacts,
+    EntryKind,
+    PlanStatus,
+    Policy,
+    Witness,
+)
 
 NOW = 1000
 POLICY = Policy(orphan_ttl_seconds=100, max_deletions=2)
@@ -24,6 +32,7 @@ PLAN_CASES = [
         0,
         PlanStatus.RETAINED_UNKNOWN,
     ),
+    ("being written", OLD._replace(writing=True), [], 0, PlanStatus.RETAINED_WRITING),
     ("claim disagrees", OLD, [Claim(digest=8)], 0, PlanStatus.RETAINED_CORRUPT),
     ("claim matches", OLD, [Claim(digest=7)], 0, PlanStatus.RETAINED_REFERENCED),
     (
@@ -183,3 +192,50 @@ def test_apply_refuses_a_planned_entry_that_was_not_a_regular_file() -> None:
 
 def test_every_apply_status_has_a_case() -> None:
     assert {r[2] for r in cleanup.APPLY_RULES} == set(ApplyStatus)
+
+
+def test_plan_keeps_a_file_being_written_however_old_its_last_write() -> None:
+    # S1.writing: age alone would delete a half-written artifact under its writer
+    writing = OLD._replace(mtime=0, writing=True)
+    assert cleanup.classify(writing, [], POLICY, NOW) is PlanStatus.RETAINED_WRITING
+
+
+def test_apply_keeps_a_file_whose_writer_marked_it_since_the_plan() -> None:
+    assert cleanup.revalidate(OLD, OLD._replace(writing=True), [], NOW) is (
+        ApplyStatus.RETAINED_WRITING
+    )
+
+
+def test_apply_keeps_a_file_the_owner_shows_a_visible_reference_to() -> None:
+    # the second witness: the journal has no claim, the owner still shows a reference
+    assert cleanup.revalidate(OLD, OLD, [], NOW, witness=Witness.SHOWN) is (
+        ApplyStatus.RETAINED_REFERENCED
+    )
+
+
+def test_apply_keeps_a_file_when_the_owner_cannot_tell() -> None:
+    assert cleanup.revalidate(OLD, OLD, [], NOW, witness=Witness.UNKNOWN) is (
+        ApplyStatus.RETAINED_UNKNOWN
+    )
+
+
+@pytest.mark.parametrize("witness", [Witness.NOT_ASKED, Witness.NONE])
+def test_apply_deletes_when_no_witness_shows_a_reference(witness: Witness) -> None:
+    assert cleanup.revalidate(OLD, OLD, [], NOW, witness=witness) is ApplyStatus.DELETED
+
+
+def test_apply_reports_a_vanished_file_before_the_owners_word() -> None:
+    assert cleanup.revalidate(OLD, None, [], NOW, witness=Witness.SHOWN) is (
+        ApplyStatus.ALREADY_MISSING
+    )
+
+
+@pytest.mark.parametrize("now", [float("nan"), float("inf")])
+def test_a_time_that_compares_with_nothing_keeps_the_file(now: float) -> None:
+    # times are floats on the implementation's side: no age is proven, nothing is planned
+    nan_file = OLD._replace(mtime=float("nan")) if now == float("inf") else OLD
+    assert cleanup.classify(nan_file, [], POLICY, now) is PlanStatus.RETAINED_RECENT
+
+
+def test_a_claim_stays_active_when_now_is_not_a_number() -> None:
+    assert cleanup.claim_is_active(Claim(digest=1, retain_until=NOW), float("nan"))

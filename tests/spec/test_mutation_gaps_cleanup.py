@@ -54,3 +54,14 @@ def test_planned_counts_only_planned_deletes() -> None:
         ("c", cleanup.PlanStatus.PLANNED_DELETE),
     )
     assert cleanup._planned(result) == 2
+
+
+def test_complete_is_a_file_whose_writer_let_go() -> None:
+    assert cleanup._complete(OURS)
+    assert not cleanup._complete(OURS._replace(writing=True))
+    assert not cleanup._complete(None)
+
+
+@pytest.mark.parametrize(("a", "b"), [(False, False), (False, True), (True, False), (True, True)])
+def test_implies_is_false_only_when_a_holds_and_b_does_not(a: bool, b: bool) -> None:
+    assert cleanup.implies(a, b) is (not a or b)

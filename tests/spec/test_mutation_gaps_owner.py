@@ -24,3 +24,9 @@ def test_sealing_a_published_id_names_the_owner_machine_and_the_refused_pair() -
         OwnerAction.SEAL,
     )
     assert str(error) == "owner: no transition from PUBLISHED on SEAL"
+
+
+@pytest.mark.parametrize(("a", "b"), [(False, False), (False, True), (True, False), (True, True)])
+def test_implies_is_false_only_when_a_holds_and_b_does_not(a: bool, b: bool) -> None:
+    # The contracts of apply and seal are written with it (issue 39: only CrossHair read it).
+    assert owner.implies(a, b) is (not a or b)

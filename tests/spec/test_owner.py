@@ -13,13 +13,14 @@ from toolswap.spec.owner import OwnerState as O
 A = OwnerAction
 R = OwnerResult  # short names keep the table below one row per line
 
-# docs/design.md section 6 and the issue, written out independently of the table under test.
+# docs/design.md section 6 and promise O4, written out independently of the table under test:
+# a removal leaves a tombstone, and a never-seen id is tombstoned too.
 EXPECTED = {
     (O.ABSENT, A.PUBLISH): (O.PUBLISHED, R.APPLIED),
     (O.PUBLISHED, A.PUBLISH): (O.PUBLISHED, R.NOOP),
     (O.TOMBSTONED, A.PUBLISH): (O.TOMBSTONED, R.REFUSED),
-    (O.PUBLISHED, A.REMOVE): (O.ABSENT, R.APPLIED),
-    (O.ABSENT, A.REMOVE): (O.ABSENT, R.NOOP),
+    (O.PUBLISHED, A.REMOVE): (O.TOMBSTONED, R.APPLIED),
+    (O.ABSENT, A.REMOVE): (O.TOMBSTONED, R.APPLIED),
     (O.TOMBSTONED, A.REMOVE): (O.TOMBSTONED, R.NOOP),
     (O.ABSENT, A.SEAL): (O.TOMBSTONED, R.APPLIED),
     (O.TOMBSTONED, A.SEAL): (O.TOMBSTONED, R.NOOP),
@@ -51,7 +52,14 @@ def test_publish_stores_the_digest_and_remove_keeps_the_generation_moving() -> N
     published, _ = owner.apply(OwnerRecord(), A.PUBLISH, digest=5)
     removed, _ = owner.apply(published, A.REMOVE)
     assert (published.digest, published.generation) == (5, 1)
-    assert (removed.state, removed.generation) == (O.ABSENT, 2)  # no ABA: absent again, not equal
+    assert (removed.state, removed.generation) == (O.TOMBSTONED, 2)  # no ABA: a new generation
+
+
+def test_a_removal_refuses_a_late_publish_of_the_id_forever() -> None:
+    # O4: a replay or a write still in flight cannot resurrect a removed reference
+    published, _ = owner.apply(OwnerRecord(), A.PUBLISH, digest=5)
+    removed, _ = owner.apply(published, A.REMOVE)
+    assert owner.apply(removed, A.PUBLISH, digest=5) == (removed, R.REFUSED)
 
 
 def test_a_tombstone_refuses_a_late_publish_forever() -> None:

@@ -13,9 +13,9 @@ same bounds:
   already break S3.
 * ``replay-transaction-id`` (S1): a transaction id is published once.  The
   replay breaks neither S5 (the journal folds the replayed terminal event
-  away) nor S2 (PREPARED was durable before the first send); it breaks S1
-  (an id the owner rejected, with no tombstone) and S4 (an id already
-  RELEASED).
+  away) nor S2 (PREPARED was durable before the first send) nor S4 (the
+  owner's removal left a tombstone that refuses the replay, O4); it breaks S1
+  (an id the owner rejected before any write, which has no tombstone).
 """
 
 from __future__ import annotations
@@ -242,10 +242,11 @@ def test_replay_transaction_id_is_caught_by_s1_alone() -> None:
     assert StepKind.REJECT in kinds  # rejected before any write: ABORTED, no tombstone
 
 
-def test_a_replay_breaks_s1_and_s4_but_never_s5_or_s2() -> None:
+def test_a_replay_breaks_s1_but_never_s5_s2_or_s4() -> None:
+    # a removed id's tombstone refuses the replay (O4): only a rejected id lets it land
     model = variants.get("replay-transaction-id").model(ONE)
     broken = {n for s in _states(model) for n, _ in violations(model, s)}
-    assert broken == {Invariant.S1, Invariant.S4}
+    assert broken == {Invariant.S1}
 
 
 def test_the_correct_publisher_never_sends_an_id_on_record_again() -> None:

@@ -106,7 +106,7 @@ def test_catches_a_journal_without_fsync() -> None:
 
 def _delete_without_revalidation(paths: Any, entry: Any, *args: Any, **kwargs: Any) -> tuple:
     """Trust the plan: no claim, type, snapshot or digest check before the unlink."""
-    _index, _policy, fs, _uid, _now, dry = args
+    _index, _policy, fs, _uid, _now, dry, *_owner_said = args
     if dry:
         return cleanup_module.DRY_RUN, "would be deleted (dry run)"
     try:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import re
@@ -47,6 +46,8 @@ def session_dir(args: argparse.Namespace) -> str:
 
 
 def print_json(document: Any) -> None:
+    import json  # here: most commands print text, and start-up is most of a page read
+
     json.dump(document, sys.stdout, indent=2, sort_keys=True, ensure_ascii=False)
     sys.stdout.write("\n")
 

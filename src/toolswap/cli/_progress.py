@@ -3,12 +3,15 @@
 Rules
 =====
 
-1. Progress is shown only when stderr is a terminal and the command was not
-   asked for ``--json``; otherwise every call is a no-op, so a pipe, a log file
-   or a JSON consumer never sees it.
-2. It is one line, redrawn at most every :data:`INTERVAL` seconds (the first
-   update is drawn at once) and erased by :meth:`Progress.close`, so the
-   command's real output starts on a clean line.
+1. On a terminal (and without ``--json``) progress is one line, redrawn at
+   most every :data:`INTERVAL` seconds (the first update is drawn at once)
+   and erased by :meth:`Progress.close`, so the command's real output starts
+   on a clean line.
+2. When stderr is not a terminal (a pipe, a log file, CI), a long command
+   still says it is alive: a plain line (no escape codes, no ``\r``) at most
+   every :data:`HEARTBEAT` seconds, the first once that long has passed, so a
+   command that ends sooner prints nothing.  Stdout is never touched, so a
+   JSON document stays clean.
 3. Producers never write to the terminal: the spec explorer, the crash
    explorer and the conformance runner take a callback, and the callbacks
    below turn what they report into text.
@@ -26,6 +29,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import threading
 import time
 from collections.abc import Callable
 from types import TracebackType
@@ -34,6 +38,7 @@ from typing import Any, TextIO
 __all__ = [
     "Progress",
     "INTERVAL",
+    "HEARTBEAT",
     "for_args",
     "enabled_for",
     "explorer_callback",
@@ -44,6 +49,8 @@ __all__ = [
 
 #: Seconds between two redraws.
 INTERVAL = 0.2
+#: Seconds between two lines when stderr is not a terminal.
+HEARTBEAT = 10.0
 
 _ERASE = "\r\x1b[K"
 
@@ -61,16 +68,36 @@ class Progress:
         enabled: bool,
         stream: TextIO | None = None,
         clock: Callable[[], float] = time.monotonic,
+        *,
+        heartbeat: bool = False,
     ) -> None:
         self.enabled = enabled
+        self.heartbeat = heartbeat and not enabled
         self.stream = stream if stream is not None else sys.stderr
         self.clock = clock
         self.started = clock()
         self._drawn_at: float | None = None
         self._width = 0
+        self._latest = ""
+        self._stop = threading.Event()
+        self._ticker: threading.Thread | None = None
+        if self.heartbeat:
+            # a step may take longer than a heartbeat (one slow check): a thread
+            # repeats the latest line, so silence never lasts longer than that
+            self._ticker = threading.Thread(target=self._beat, daemon=True)
+            self._ticker.start()
+
+    def _beat(self) -> None:
+        while not self._stop.wait(HEARTBEAT):
+            text = self._latest or "working"
+            self.stream.write(f"{text} ({self.elapsed():.0f} s so far)\n")
+            self.stream.flush()
 
     def update(self, text: str) -> None:
-        """Show ``text`` (throttled to one redraw per :data:`INTERVAL`)."""
+        """Show ``text`` (throttled to one redraw per :data:`INTERVAL`, rule 1 and 2)."""
+        if self.heartbeat:
+            self._latest = text
+            return
         if not self.enabled:
             return
         now = self.clock()
@@ -88,6 +115,7 @@ class Progress:
 
     def close(self) -> None:
         """Erase the line, so what the command prints next starts clean."""
+        self._stop.set()
         if self.enabled and self._drawn_at is not None:
             self.stream.write(_ERASE)
             self.stream.flush()
@@ -124,8 +152,20 @@ def enabled_for(as_json: bool, stream: TextIO | None = None) -> bool:
 
 
 def for_args(args: argparse.Namespace) -> Progress:
-    """The progress line of a sub-command, by its ``--json`` flag and stderr."""
-    return Progress(enabled_for(bool(getattr(args, "json", False))))
+    """The progress line of a sub-command, by its ``--json`` flag and stderr (rules 1, 2)."""
+    live = enabled_for(bool(getattr(args, "json", False)))
+    return Progress(live, heartbeat=not live and _heartbeat_wanted())
+
+
+def _heartbeat_wanted(stream: TextIO | None = None) -> bool:
+    """Rule 2: stderr is not a terminal, and progress is not switched off."""
+    stream = stream if stream is not None else sys.stderr
+    if os.environ.get("TOOLSWAP_PROGRESS", "").strip() == "0":
+        return False
+    try:
+        return not stream.isatty()
+    except (AttributeError, ValueError):
+        return True
 
 
 def explorer_callback(progress: Progress, label: str = "exploring") -> Callable[[Any], None]:

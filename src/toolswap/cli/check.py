@@ -62,7 +62,8 @@ class CheckRow:
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "check",
-        help="run the spec explorer, the crash explorer and the SQLite owner checks",
+        help="run the spec explorer, the crash explorer and the conformance kit on the "
+        "built-in owners (SQLite and in-memory)",
         description=describe(__doc__.split("\n\n", 1)[1] if __doc__ else None),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -130,6 +131,7 @@ def _crash_explorer(seeds: int, live: _progress.Progress) -> CheckRow:
 
 
 def _conformance(label: str, harness: type[OwnerHarness], live: _progress.Progress) -> CheckRow:
+    from ..testing.options import CHECK
     from ..testing.runner import run_conformance
 
     started = time.perf_counter()
@@ -138,10 +140,11 @@ def _conformance(label: str, harness: type[OwnerHarness], live: _progress.Progre
     report = run_conformance(
         harness,
         checks=checks,
+        options=CHECK,
         progress=_progress.checks_callback(live, f"check: owner conformance ({label})"),
     )
     counts = report.counts()
-    evidence = f"{counts['pass']} checks passed, {counts['skip']} skipped"
+    evidence = f"{counts['pass']} checks passed, {counts['skip']} skipped, seed {report.seed}"
     if report.failed:
         evidence += "; failed: " + "; ".join(
             f"{r.check_id}: {r.message.splitlines()[0] if r.message else ''}" for r in report.failed

@@ -180,12 +180,19 @@ def _mutants(args: argparse.Namespace, mutants: Any, modes: list[str]) -> int:
                 f"{'killed' if result.killed else 'SURVIVED'}, {line.elapsed():.0f} s"
             )
 
+        def on_state(scenario: str, count: int, total: int) -> None:
+            line.update(
+                f"mutants: {len(done)}/{len(picked)} run; exploring {scenario}: "
+                f"{count:,} crash states, {line.elapsed():.0f} s"
+            )
+
         matrix = mutants.kill_matrix(
             picked,
             seeds=args.seeds,
             modes=modes,
             ignore=args.ignore,
             progress=progress,
+            on_state=on_state,
         )
     document: dict[str, Any] = matrix.to_dict()
     document["seeds"] = args.seeds

@@ -131,6 +131,10 @@ def explore(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from exc
     if variant is None and args.html is not None:
         raise UsageError("--html needs --variant NAME (toolswap report draws every variant)")
+    if args.html is not None:
+        from .report import check_out_path  # the page writer, loaded only when asked
+
+        check_out_path(args.html)  # before the exploring, not after it
     model = Model(bounds=bounds) if variant is None else variant.model(bounds)
     with _progress.for_args(args) as progress:
         report = explorer.explore(
@@ -160,6 +164,9 @@ def explore(args: argparse.Namespace) -> int:
     else:
         code = EXIT_VIOLATION if caught else EXIT_NOT_CAUGHT
     _print(args.json, report, variant, code, bounds)
+    if args.html is not None:
+        # said on stderr: stdout may be a JSON document
+        sys.stderr.write(f"wrote {args.html}: the trace of {variant.name} as one offline page\n")
     return code
 
 

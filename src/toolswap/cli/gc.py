@@ -10,9 +10,16 @@ cleanup runs and the journal's leases protect (a corrupt journal refuses,
 exit 2).  A session that once had a journal remembers it (``.journal-anchor``):
 if the journal is then missing or shorter than once verified, cleanup refuses
 too.  A session that never had a journal has no leases, so the raw form runs
-with **no claims**: every regular artifact older than the TTL is an orphan.
-Harnesses that track references elsewhere must use the Python API
-(``plan_cleanup(paths, claims, ...)``) instead.
+with **no claims** (the command says so: ``claims=()``): every regular
+artifact older than the TTL is an orphan.  Harnesses that track references
+elsewhere must use the Python API (``plan_cleanup(paths, claims, ...)``)
+instead.
+
+``apply --owner SPEC`` gives cleanup a second witness: inside the owner's
+fence it asks whether a visible reference names each planned artifact, and
+keeps the file if one does or if the owner cannot tell (a lease the journal
+lost no longer costs its artifact).  A file still being written is kept
+(``retained_writing``) whatever its age.
 """
 
 from __future__ import annotations
@@ -34,12 +41,14 @@ from ..cleanup import (
     session_journal,
 )
 from ..errors import UsageError
+from ..owners.uri import SPEC_HELP, open_owner
 from ..session import SessionPaths
 from ._common import (
     add_json_argument,
     add_session_argument,
     describe,
     existing_session_dir,
+    positive_seconds,
     print_json,
 )
 
@@ -98,6 +107,21 @@ def register(subparsers: Any) -> None:
         )
         add_json_argument(parser)
     apply.add_argument("--yes", action="store_true", help="really delete (otherwise a dry run)")
+    apply.add_argument(
+        "--owner",
+        metavar="SPEC",
+        default=None,
+        help="ask this owner, inside its fence, whether a visible reference names each "
+        f"planned artifact before deleting it (the second witness): {SPEC_HELP}",
+    )
+    apply.add_argument(
+        "--busy-timeout",
+        type=positive_seconds("--busy-timeout"),
+        default=None,
+        metavar="SECONDS",
+        help="with --owner: wait at most this long for an owner store someone else holds "
+        "locked; an owner that cannot answer in time keeps every file",
+    )
     plan.set_defaults(handler=_run, gc_apply=False)
     apply.set_defaults(handler=_run, gc_apply=True)
 
@@ -114,14 +138,25 @@ def _run(args: argparse.Namespace) -> int:
     show = args.progress if args.progress is not None else sys.stderr.isatty()
     bar = _ProgressBar(sys.stderr) if show else None
     journal = session_journal(paths)  # the library's choice: the session's leases, if any
+    # No journal: said out loud, never assumed (apply refuses if one appears meanwhile).
+    claims = () if journal is None else None
+    spec = getattr(args, "owner", None)
+    busy = getattr(args, "busy_timeout", None)
+    if busy is not None and spec is None:
+        raise UsageError("--busy-timeout is for --owner: without an owner nothing waits for one")
+    owner = open_owner(spec, busy_timeout=busy) if spec is not None else None
     try:
-        plan = plan_cleanup(paths, journal=journal, policy=policy, progress=bar)
+        try:
+            plan = plan_cleanup(paths, claims, journal=journal, policy=policy, progress=bar)
+        finally:
+            if bar is not None:
+                bar.finish()
+        report: CleanupReport | None = None
+        if args.gc_apply:
+            report = apply_cleanup(paths, plan, claims=claims, journal=journal, owner=owner)
     finally:
-        if bar is not None:
-            bar.finish()
-    report: CleanupReport | None = None
-    if args.gc_apply:
-        report = apply_cleanup(paths, plan, journal=journal)
+        if owner is not None:
+            owner.close()
     if args.json:
         document: dict[str, Any] = {"plan": plan.to_dict()}
         if report is not None:

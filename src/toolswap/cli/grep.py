@@ -7,7 +7,10 @@ read --offset`` takes.  PATTERN is a Python regular expression on the decoded
 text (``-F``: a fixed string; ``-i``: ignore case).  The output is bounded:
 long lines are clipped around the match, and the search stops at
 ``--max-count`` matches or at ``--max-bytes`` of output, saying where to
-resume (``--offset``).  The file is streamed, never loaded whole.
+resume (``--offset``).  The file is streamed, never loaded whole.  A
+regular expression that runs longer than ``--time-limit`` seconds (default
+10; ``(a|aa)+$`` backtracks without end) or cannot be compiled is refused
+with one line (exit 2).
 """
 
 from __future__ import annotations
@@ -50,6 +53,13 @@ def register(subparsers: Any) -> None:
         default=None,
         help="output cap in bytes (default 24 KiB or TOOLSWAP_PAGE_BYTES)",
     )
+    parser.add_argument(
+        "--time-limit",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="stop a regular expression that searches longer (default 10)",
+    )
     add_json_argument(parser)
     parser.set_defaults(handler=grep)
 
@@ -65,6 +75,7 @@ def grep(args: argparse.Namespace) -> int:
         max_matches=args.max_count,
         max_bytes=args.max_bytes,
         offset=args.offset,
+        time_limit=args.time_limit,
     )
     if args.json:
         print_json(result.to_json())

@@ -2,12 +2,14 @@
 
 Serves toolswap to an agent over MCP on stdin and stdout (the official MCP
 Python SDK: ``pip install 'toolswap[mcp]'``).  Tools: run_command,
-read_artifact, grep_artifact, list_artifacts, stat_artifact.  No result is
-larger than the page cap (default 24 KiB); see docs/mcp.md.
+read_artifact, grep_artifact, list_artifacts, stat_artifact; the artifacts
+are also resources (toolswap://...).  No result is larger than the page cap
+(default 24 KiB); see docs/mcp.md.
 
 The session and the options are checked before the server starts: a bad one
 is one line on stderr and exit 2.  The server stops when the client closes
-its stdin.
+its stdin, or on SIGTERM, SIGINT or SIGHUP; either way it first stops every
+running command's process group.
 """
 
 from __future__ import annotations
@@ -16,9 +18,17 @@ import argparse
 import sys
 from typing import Any
 
-from ..errors import EnvironmentFailure
+from ..errors import EnvironmentFailure, UsageError
+from ..mcp_tools import (
+    DEFAULT_MAX_COMMANDS,
+    DEFAULT_MAX_TIMEOUT_SECONDS,
+    DEFAULT_READ_TIMEOUT_SECONDS,
+    DEFAULT_READ_WORKERS,
+    DEFAULT_TIMEOUT_SECONDS,
+)
 from ..reading import DEFAULT_PAGE_BYTES
 from ._common import add_session_argument, describe, session_dir
+from .gc import parse_duration
 
 # The SDK is an optional extra, and every command module is imported when the
 # CLI starts: it is imported only when this command runs.
@@ -63,18 +73,55 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--timeout",
         type=_positive(float),
-        default=300.0,
+        default=DEFAULT_TIMEOUT_SECONDS,
         metavar="S",
-        help="default run_command timeout in seconds (default 300)",
+        help=f"default run_command timeout in seconds (default {DEFAULT_TIMEOUT_SECONDS:g})",
     )
     parser.add_argument(
         "--max-timeout",
         type=_positive(float),
-        default=3600.0,
+        default=DEFAULT_MAX_TIMEOUT_SECONDS,
         metavar="S",
-        help="largest timeout a call may ask for (default 3600)",
+        help=f"largest timeout a call may ask for (default {DEFAULT_MAX_TIMEOUT_SECONDS:g})",
+    )
+    parser.add_argument(
+        "--gc-ttl",
+        default="1d",
+        metavar="DURATION",
+        help="the --ttl your `toolswap gc` runs use; the tool descriptions tell the agent how "
+        "long an unleased artifact lives (default 1d)",
+    )
+    parser.add_argument(
+        "--read-workers",
+        type=_positive(int),
+        default=DEFAULT_READ_WORKERS,
+        metavar="N",
+        help="read calls served at once, each in its own worker process "
+        f"(default {DEFAULT_READ_WORKERS})",
+    )
+    parser.add_argument(
+        "--read-timeout",
+        type=_positive(float),
+        default=DEFAULT_READ_TIMEOUT_SECONDS,
+        metavar="S",
+        help="stop a read call (and its worker) after S seconds "
+        f"(default {DEFAULT_READ_TIMEOUT_SECONDS:g})",
+    )
+    parser.add_argument(
+        "--max-commands",
+        type=_positive(int),
+        default=DEFAULT_MAX_COMMANDS,
+        metavar="N",
+        help=f"run_command calls run at once; more wait (default {DEFAULT_MAX_COMMANDS})",
     )
     parser.set_defaults(handler=serve)
+
+
+def _gc_ttl(text: str) -> float:
+    try:
+        return parse_duration(text)
+    except UsageError as exc:
+        raise UsageError(str(exc).replace("--ttl", "--gc-ttl", 1)) from None
 
 
 def serve(args: argparse.Namespace) -> int:
@@ -90,6 +137,10 @@ def serve(args: argparse.Namespace) -> int:
         threshold_bytes=None if args.threshold_kib is None else int(args.threshold_kib * 1024),
         timeout=args.timeout,
         max_timeout=args.max_timeout,
+        gc_ttl_seconds=_gc_ttl(args.gc_ttl),
+        read_workers=args.read_workers,
+        read_timeout=args.read_timeout,
+        max_commands=args.max_commands,
     )
     toolbox = Toolbox(settings)  # checks the options and the session before serving
     print(f"toolswap mcp: serving session {toolbox.root} on stdio", file=sys.stderr)

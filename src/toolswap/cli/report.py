@@ -16,13 +16,19 @@ Exit status:
   1  the page is written and shows a failure (a violation of the correct model
      or of the real code, a mistake not caught, a mutant that survived)
   2  usage error (bad bounds, unknown scenario, unwritable file)
+
+``--out`` must name a regular file (replaced whole) or a new name in a folder
+we can write; a device, FIFO, socket, directory or symlink is refused, and so
+is a folder that is missing or not writable, before any exploring starts.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import os
+import stat
 from typing import Any
 
 import attrs
@@ -33,7 +39,14 @@ from ..report import html, model
 from . import _progress
 from .crashcheck import DEFAULT_SEEDS
 
-__all__ = ["register", "report", "write_page", "write_variant_html", "DEFAULT_OUT"]
+__all__ = [
+    "register",
+    "report",
+    "check_out_path",
+    "write_page",
+    "write_variant_html",
+    "DEFAULT_OUT",
+]
 
 DEFAULT_OUT = "toolswap-report.html"
 
@@ -132,28 +145,98 @@ def _command(args: argparse.Namespace) -> str:
     return " ".join(words)
 
 
-def write_page(path: str, page: str) -> None:
-    """Write ``page`` to ``path`` whole (a temporary file, then a rename), via the fs seam."""
+_KINDS = (
+    (stat.S_ISLNK, "a symlink"),
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def _temporary(path: str, purpose: str) -> str:
+    """A name beside ``path`` in its folder, so a rename to ``path`` never crosses devices."""
     folder = os.path.dirname(os.path.abspath(path))
-    temporary = os.path.join(folder, f".{os.path.basename(path)}.{os.getpid()}.tmp")
+    return os.path.join(folder, f".{os.path.basename(path)}.{os.getpid()}.{purpose}")
+
+
+def _cannot_write(path: str, exc: OSError) -> UsageError:
+    folder = os.path.dirname(os.path.abspath(path))
+    if exc.errno == errno.ENOENT:
+        return UsageError(f"cannot write {path}: no folder {folder}")
+    if exc.errno == errno.ENOTDIR:
+        return UsageError(f"cannot write {path}: {folder} or a parent of it is not a folder")
+    return UsageError(f"cannot write {path}: {exc.strerror or exc}")
+
+
+def _require_replaceable(path: str) -> None:
+    """``path`` is a regular file (not through a symlink) or a new name; else a UsageError.
+
+    The rename that publishes the page replaces whatever entry has the name;
+    as root that would be ``/dev/null`` itself, so anything but a regular
+    file is refused rather than replaced.
+    """
+    try:
+        facts = REAL_FS.lstat(path)
+    except FileNotFoundError:
+        return  # a new name (a missing folder is the probe's to report)
+    except OSError as exc:
+        raise _cannot_write(path, exc) from exc
+    if facts.is_regular:
+        return
+    kind = next((name for test, name in _KINDS if test(facts.mode)), "not a regular file")
+    raise UsageError(
+        f"refusing to write {path}: it is {kind}; the page goes only to a regular file "
+        f"or a new name"
+    )
+
+
+def check_out_path(path: str) -> None:
+    """Fail now, not after minutes of exploring, if the page could not go to ``path``.
+
+    The folder is probed by creating and removing a file in it: permission
+    bits do not answer the question (root passes them; a read-only mount or
+    an immutable folder refuses root too).
+    """
+    _require_replaceable(path)
+    probe = _temporary(path, "probe")
+    try:
+        REAL_FS.close(REAL_FS.create_exclusive(probe, 0o600))
+    except OSError as exc:
+        raise _cannot_write(path, exc) from exc
+    finally:
+        with contextlib.suppress(OSError):
+            REAL_FS.unlink(probe)
+
+
+def write_page(path: str, page: str) -> None:
+    """Write ``page`` to ``path`` whole (a temporary file, fsync, then a rename), via the seam.
+
+    ``path`` is checked again just before the rename: something put in its
+    place while the page was built is refused, not replaced.
+    """
+    temporary = _temporary(path, "tmp")
     try:
         handle = REAL_FS.create_exclusive(temporary, 0o644)
         try:
             REAL_FS.write(handle, page.encode("utf-8"))
+            REAL_FS.fsync(handle)
         finally:
             REAL_FS.close(handle)
+        _require_replaceable(path)
         REAL_FS.rename(temporary, path)
-    except OSError as exc:
+    except BaseException as exc:
         with contextlib.suppress(OSError):
             REAL_FS.unlink(temporary)
-        raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from exc
+        if isinstance(exc, OSError):
+            raise _cannot_write(path, exc) from exc
+        raise
 
 
 def report(args: argparse.Namespace) -> int:
     options = _options(args)
-    folder = os.path.dirname(os.path.abspath(args.out))
-    if not os.path.isdir(folder):  # say so now, not after minutes of exploring
-        raise UsageError(f"cannot write {args.out}: no folder {folder}")
+    check_out_path(args.out)  # before minutes of exploring
     command = _command(args)
     with _progress.for_args(args) as line:
         built = model.build(options, command, line.update if line.enabled else None)

@@ -9,6 +9,11 @@ line and exit 2, and the command never runs.  Ctrl-C (SIGINT) or SIGTERM stops
 the command, keeps what it printed (an artifact marked INCOMPLETE when it is
 large), prints that and exits 130 or 143.  ``--timeout`` does the same after
 the given seconds and exits 124.
+
+The run ends when the command itself exits: output that a background child
+still writes to the pipe is read for half a second more, not waited for, and
+then whatever is left of the command's process group is killed.  A daemon
+that leaves the group on purpose (``setsid``) is not touched.
 """
 
 from __future__ import annotations

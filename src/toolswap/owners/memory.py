@@ -8,6 +8,11 @@ takes the same lock, so nothing about the id changes while the journal decides
 tombstone is final.  One object may be shared by any number of threads.  It is
 not durable, so it models an owner that never crashes.
 
+The census (O9) takes one lock per artifact it names, in name order, for the
+whole block; ``publish`` takes the lock of the artifact its claim names while
+it holds the id's lock, so a publish naming a counted artifact waits.  (The
+census never waits for an id's lock, so the two orders never cross.)
+
 Several handles may share one store: :meth:`InMemoryOwner.new_handle` opens
 another object on the same rows and fences (what the conformance kit needs to
 tell a handle from its store).  :class:`InMemoryHarness` puts it through the kit.
@@ -16,17 +21,18 @@ tell a handle from its store).  :class:`InMemoryHarness` puts it through the kit
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import ExitStack, contextmanager
 from typing import ClassVar, Literal
 
 import attrs
 
-from ..domain import ArtifactRetentionClaim
+from ..domain import ArtifactRetentionClaim, artifact_prefix
 from ..errors import UsageError
 from ..journal_format import validate_transaction_id
 from ..owner import (
     ArtifactPublicationRejected,
+    Census,
     ObservedState,
     OwnerConflictError,
     require_sealable,
@@ -76,11 +82,12 @@ class MemoryObservation:
 class _Store:
     """The rows and per-id fence locks that every handle of one store shares."""
 
-    __slots__ = ("guard", "fences", "rows")
+    __slots__ = ("guard", "fences", "artifact_fences", "rows")
 
     def __init__(self) -> None:
         self.guard = threading.Lock()
         self.fences: dict[str, threading.Lock] = {}
+        self.artifact_fences: dict[str, threading.Lock] = {}
         self.rows: dict[str, _Row] = {}
 
 
@@ -106,9 +113,13 @@ class InMemoryOwner:
         with self._guard:
             return self._fences.setdefault(transaction_id, threading.Lock())
 
+    def _artifact_fence(self, prefix: str) -> threading.Lock:
+        with self._guard:
+            return self._store.artifact_fences.setdefault(prefix, threading.Lock())
+
     def publish(self, transaction_id: str, claim: ArtifactRetentionClaim) -> None:
         txn = validate_transaction_id(transaction_id)
-        with self._fence(txn):
+        with self._fence(txn), self._artifact_fence(artifact_prefix(claim.source_id)):
             row = self._rows.get(txn)
             if row is not None and row.kind == "tombstone":
                 raise ArtifactPublicationRejected(f"transaction {txn!r} is tombstoned")
@@ -159,6 +170,24 @@ class InMemoryOwner:
             finally:
                 fence.open = False
 
+    @contextmanager
+    def census_fenced(self, source_ids: Sequence[str]) -> Iterator[Census]:
+        """O9: the artifacts' locks, in name order, for the whole block."""
+        prefixes = {source_id: artifact_prefix(source_id) for source_id in source_ids}
+        with ExitStack() as held:
+            for prefix in sorted(set(prefixes.values())):
+                held.enter_context(self._artifact_fence(prefix))
+            rows = list(self._rows.items())  # one step under the GIL: publishers may run
+            visible = [
+                (txn, row.source_id)
+                for txn, row in rows
+                if row.kind == "published" and row.source_id is not None
+            ]
+            yield {
+                source_id: tuple(sorted(t for t, named in visible if named.startswith(prefix)))
+                for source_id, prefix in prefixes.items()
+            }
+
     def generation(self, transaction_id: str) -> int:
         """The current generation of an id (0 if never seen); for tests and audits."""
         row = self._rows.get(transaction_id)
@@ -188,10 +217,18 @@ class InMemoryHarness(OwnerHarness):
         "never crashes, so a restart would lose every row by design",
         Capability.OTHER_PROCESS: "the in-memory store lives in one process",
         Capability.FAULTS: "the in-memory store makes no store call that could fail",
+        Capability.FAULT_PLAN: "the in-memory store makes no store call that could fail",
+        Capability.POWER_LOSS: "the in-memory store keeps nothing on disk: a power cut "
+        "would lose every row by design",
     }
 
     owner_class: type[InMemoryOwner] = InMemoryOwner
     """The adapter class to open (a subclass of :class:`InMemoryOwner` may be put here)."""
+
+    shared_handles = True  # the adapter's docstring: one object may be shared by threads
+
+    def advance_clock(self, seconds: float) -> None:
+        """Nothing to do: the in-memory owner reads no clock."""
 
     def __init__(self, workdir: str) -> None:
         super().__init__(workdir)

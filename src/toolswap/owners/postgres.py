@@ -11,6 +11,14 @@ Mapping of the owner promises (see :mod:`toolswap.owner`) onto PostgreSQL;
   this process or on another host.  (A row lock would not do: ``SELECT ... FOR
   UPDATE`` on an absent row locks nothing.)  Two ids whose keys collide only
   wait for each other; correctness never depends on the key being unique.
+* **Census (O9).**  ``census_fenced`` takes a session-level advisory lock on
+  a key derived from the schema and each artifact's prefix (in key order, so
+  two cleanups never wait for each other in a circle), on a connection of its
+  own, for the whole block, then reads the visible references whose source
+  id starts with each prefix.  ``publish`` takes the transaction-scoped lock
+  on its claim's artifact key after the id's key, in the same round trip, so
+  a publish naming a counted artifact waits.  The census never waits for an
+  id's key, so the two orders never cross.
 * **Snapshots.**  Every transaction runs at READ COMMITTED and reads in a
   statement *after* the one that took the lock, so it sees every change
   committed before the lock was granted.  (At REPEATABLE READ the snapshot
@@ -73,12 +81,13 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
 
-from ..domain import ArtifactRetentionClaim
+from ..domain import ArtifactRetentionClaim, artifact_prefix
 from ..errors import OwnerStoreError, UsageError
 from ..journal_format import validate_transaction_id
 from ..owner import (
     ArtifactPublicationRejected,
     ArtifactReferenceOwner,
+    Census,
     ObservedState,
     OwnerConflictError,
     require_sealable,
@@ -168,6 +177,13 @@ _CLIENT_REASONS = (
     ("is in recovery mode", "the server is recovering from a crash"),
     ("the connection is lost", "the connection is lost"),
     ("the connection is closed", "the connection is closed"),
+    ("definition of service", "the service named in the spec is not in the service file"),
+    ("service file", "the service file cannot be read"),
+    ("invalid connection option", "a parameter of the URL is not a libpq option"),
+    ("invalid sslmode", "the URL's sslmode is not valid"),
+    ("invalid integer value", "a numeric parameter of the URL is not a number"),
+    ("invalid uri", "the URL is malformed"),
+    ('missing "="', "the URL is malformed"),
     ("database", "the database does not exist"),
     ("role", "the role does not exist"),
 )
@@ -404,6 +420,10 @@ class PostgresOwner:
             f"VALUES (%s, 'tombstone', nextval('{self._schema}.{_SEQUENCE}')) "
             "ON CONFLICT (transaction_id) DO NOTHING"
         )
+        self._census = (
+            f"SELECT transaction_id FROM {t} WHERE kind = 'published' "
+            "AND starts_with(source_id, %s)"
+        )
         self._seal_known = (
             f"UPDATE {t} SET kind = 'tombstone', source_id = NULL, content_sha256 = NULL, "
             f"reference_count = NULL, generation = nextval('{self._schema}.{_SEQUENCE}') "
@@ -542,15 +562,18 @@ class PostgresOwner:
                 raise
             return conn
 
-    def _locked_transaction(self, doing: str, key: int) -> psycopg.Connection[Any]:
-        # The key is an int computed here, so it is written into the text:
-        # BEGIN and the lock then travel in one round trip.
-        return self._first(
-            doing, f"BEGIN ISOLATION LEVEL READ COMMITTED; SELECT pg_advisory_xact_lock({key})"
-        )
+    def _locked_transaction(self, doing: str, *keys: int) -> psycopg.Connection[Any]:
+        # The keys are ints computed here, so they are written into the text:
+        # BEGIN and the locks then travel in one round trip.
+        locks = "".join(f"; SELECT pg_advisory_xact_lock({key})" for key in keys)
+        return self._first(doing, f"BEGIN ISOLATION LEVEL READ COMMITTED{locks}")
 
     def _key(self, transaction_id: str) -> int:
         return _lock_key(self._schema, transaction_id)
+
+    def _artifact_key(self, prefix: str) -> int:
+        # its own name space: a transaction id is never this text with its NUL
+        return _lock_key(self._schema, f"\0artifact\0{prefix}")
 
     def close(self) -> None:
         """Close every idle connection; connections in use close when they come back."""
@@ -573,7 +596,8 @@ class PostgresOwner:
     def publish(self, transaction_id: str, claim: ArtifactRetentionClaim) -> None:
         txn = validate_transaction_id(transaction_id)
         doing = "publishing a reference"
-        conn = self._locked_transaction(doing, self._key(txn))
+        artifact = self._artifact_key(artifact_prefix(claim.source_id))
+        conn = self._locked_transaction(doing, self._key(txn), artifact)
         try:
             with _store_errors(doing):
                 inserted = conn.execute(
@@ -643,16 +667,37 @@ class PostgresOwner:
             fence.open = False
             self._release(conn, key)
 
-    def _release(self, conn: psycopg.Connection[Any], key: int) -> None:
-        try:
-            row = conn.execute(f"SELECT pg_advisory_unlock({key})").fetchone()
-        except Exception:
-            self._drop(conn)
-            return
-        if row is None or row[0] is not True:
-            self._drop(conn)
-            return
+    def _release(self, conn: psycopg.Connection[Any], *keys: int) -> None:
+        for key in keys:
+            try:
+                row = conn.execute(f"SELECT pg_advisory_unlock({key})").fetchone()
+            except Exception:
+                self._drop(conn)
+                return
+            if row is None or row[0] is not True:
+                self._drop(conn)  # ends the session: whatever it still held goes with it
+                return
         self._checkin(conn)
+
+    @contextmanager
+    def census_fenced(self, source_ids: Sequence[str]) -> Iterator[Census]:
+        """O9: session-level locks on the artifacts' keys, on a connection of its own.
+
+        If releasing fails, the connection is closed, which releases the rest.
+        """
+        prefixes = {source_id: artifact_prefix(source_id) for source_id in source_ids}
+        keys = sorted({self._artifact_key(p) for p in prefixes.values()})
+        locks = "; ".join(f"SELECT pg_advisory_lock({key})" for key in keys) or "SELECT 1"
+        conn = self._first("taking the census fence", locks)
+        try:
+            census: dict[str, tuple[str, ...]] = {}
+            with _store_errors("counting references"):
+                for source_id, prefix in prefixes.items():
+                    rows = conn.execute(self._census, (prefix,)).fetchall()
+                    census[source_id] = tuple(sorted(bytes(row[0]).decode("utf-8") for row in rows))
+            yield census
+        finally:
+            self._release(conn, *keys)
 
     def _seal(self, conn: psycopg.Connection[Any], txn: str, generation: int) -> bool:
         """The compare-and-set of O6, on the fence's own connection."""
@@ -700,16 +745,24 @@ DSN_ENV = "TOOLSWAP_POSTGRES_DSN"
 RESTART_ENV = "TOOLSWAP_POSTGRES_RESTART"
 
 
+_NO_POWER_LOSS = (
+    "the server named by TOOLSWAP_POSTGRES_DSN keeps its data directory where the kit "
+    "cannot cut its power; toolswap.owners.postgres_cluster:PostgresClusterHarness runs a "
+    "server of its own per store, with its data in the work folder"
+)
+
+
 class _RestartSupport(Mapping[Capability, str]):
     """``unsupported`` read from the environment at each look (children inherit it)."""
 
     def _current(self) -> dict[Capability, str]:
-        if os.environ.get(RESTART_ENV, "").strip():
-            return {}
-        return {
-            Capability.RESTART: f"set {RESTART_ENV} to a shell command that restarts the "
-            "server (e.g. `.ci/postgres-cluster restart DIR`)"
-        }
+        found = {Capability.POWER_LOSS: _NO_POWER_LOSS}
+        if not os.environ.get(RESTART_ENV, "").strip():
+            found[Capability.RESTART] = (
+                f"set {RESTART_ENV} to a shell command that restarts the "
+                "server (e.g. `.ci/postgres-cluster restart DIR`)"
+            )
+        return found
 
     def __getitem__(self, key: Capability) -> str:
         return self._current()[key]
@@ -768,6 +821,9 @@ class PostgresHarness(OwnerHarness):
 
     unsupported: ClassVar[Mapping[Capability, str]] = _RestartSupport()
     slow_restart: ClassVar[bool] = True  # a server restart takes about a second
+    shared_handles: ClassVar[bool] = True  # the adapter's docstring: one object, many threads
+    owner_class: ClassVar[type[PostgresOwner]] = PostgresOwner
+    """The adapter class to open (a subclass of :class:`PostgresOwner` may be put here)."""
 
     def __init__(self, workdir: str) -> None:
         super().__init__(workdir)
@@ -806,7 +862,7 @@ class PostgresHarness(OwnerHarness):
 
     def open_owner(self) -> PostgresOwner:
         armed: list[StoreFault] = []
-        owner = PostgresOwner(
+        owner = self.owner_class(
             self.dsn,
             schema=self.schema,
             statement_timeout=60.0,
@@ -838,6 +894,10 @@ class PostgresHarness(OwnerHarness):
 
     def inject_fault(self, owner: ArtifactReferenceOwner, fault: StoreFault) -> None:
         self._faults[id(owner)].append(fault)
+
+    def advance_clock(self, seconds: float) -> None:
+        """Nothing to do: no row expires and the adapter reads no clock (generations
+        come from a sequence; time-outs bound waits, they date nothing)."""
 
     def secrets(self) -> Sequence[str]:
         return dsn_secrets(self.dsn)

@@ -17,6 +17,9 @@ Mapping of the owner promises (see :mod:`toolswap.owner`) onto SQLite:
   final.)  A tombstoned id refuses ``publish`` with
   :class:`~toolswap.owner.ArtifactPublicationRejected`, forever.
 * Stable publication id: the transaction id is the primary key.
+* Census (O9): ``census_fenced`` holds ``BEGIN IMMEDIATE`` for the whole
+  block, like the fence, and reads the visible references whose source id
+  starts with each artifact's prefix; no publish of anything lands meanwhile.
 * Errors of the database are :class:`~toolswap.errors.OwnerStoreError`
   (``__cause__`` holds the ``sqlite3`` error): "maybe done", never "not written".
 
@@ -32,22 +35,24 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 import attrs
 
-from ..domain import ArtifactRetentionClaim
+from ..domain import ArtifactRetentionClaim, artifact_prefix
 from ..errors import OwnerStoreError, UsageError
 from ..fs import REAL_FS
 from ..journal_format import validate_transaction_id
 from ..owner import (
     ArtifactPublicationRejected,
+    Census,
     ObservedState,
     OwnerConflictError,
     require_sealable,
 )
+from ..testing.faults import FaultPlan
 from ..testing.harness import OwnerHarness, StoreFault
 
 __all__ = ["SCHEMA_VERSION", "SQLiteHarness", "SQLiteOwner", "SQLiteObservation", "TABLE"]
@@ -358,6 +363,22 @@ class SQLiteOwner:
                 with _store_errors("releasing the fence"):
                     conn.execute("ROLLBACK")
 
+    @contextmanager
+    def census_fenced(self, source_ids: Sequence[str]) -> Iterator[Census]:
+        """O9: ``BEGIN IMMEDIATE`` (database-wide) for the block; ends with ``ROLLBACK``."""
+        prefixes = {source_id: artifact_prefix(source_id) for source_id in source_ids}
+        conn = self._connection()
+        with _store_errors("taking the census fence"):
+            conn.execute("BEGIN IMMEDIATE")
+        try:
+            with _store_errors("counting references"):
+                census = _census(conn, prefixes)
+            yield census
+        finally:
+            if conn.in_transaction:
+                with _store_errors("releasing the census fence"):
+                    conn.execute("ROLLBACK")
+
     def generation(self, transaction_id: str) -> int:
         """The current generation of an id (0 if never seen); for tests and audits."""
         with _store_errors("reading a generation"):
@@ -365,59 +386,111 @@ class SQLiteOwner:
         return 0 if row is None else row[3]
 
 
-class _FaultableConnection(sqlite3.Connection):
-    """A connection whose next statement fails as armed (a subclass per handle)."""
+def _census(conn: sqlite3.Connection, prefixes: Mapping[str, str]) -> Census:
+    # substr(), not LIKE: a prefix holds '_' and '.', which LIKE would read as patterns
+    found: dict[str, tuple[str, ...]] = {}
+    for source_id, prefix in prefixes.items():
+        rows = conn.execute(
+            f"SELECT transaction_id FROM {TABLE} WHERE kind = 'published' "
+            "AND substr(source_id, 1, ?) = ? ORDER BY transaction_id",
+            (len(prefix), prefix),
+        ).fetchall()
+        found[source_id] = tuple(str(row[0]) for row in rows)
+    return found
 
-    armed: list[StoreFault]
+
+class _FaultableConnection(sqlite3.Connection):
+    """A connection whose statements consult the handle's fault plan (a subclass per handle).
+
+    Every statement is one store call: a ``SELECT`` is a read, a ``COMMIT``
+    completes its operation.
+    """
+
+    plan: FaultPlan
 
     def execute(self, sql: str, parameters: Any = (), /) -> sqlite3.Cursor:
-        if self.armed and not (
-            self.armed[0] is StoreFault.LOST_ACK and sql.strip().upper() != "COMMIT"
-        ):
-            fault = self.armed.pop(0)
-            if fault is StoreFault.LOST_ACK:  # durable first, then the answer is lost
-                super().execute(sql, parameters)
-                raise sqlite3.OperationalError("disk I/O error")
-            if fault is StoreFault.TIMEOUT:
-                raise sqlite3.OperationalError("database is locked")
+        word = sql.lstrip()[:6].upper()
+        step = self.plan.step(reads=word == "SELECT", completes=word == "COMMIT")
+        if step.fault is StoreFault.TIMEOUT:
+            raise sqlite3.OperationalError("database is locked")
+        if step.fails:
             raise sqlite3.OperationalError("unable to open database file")
-        return super().execute(sql, parameters)
+        cursor = super().execute(sql, parameters)
+        if step.lost_ack:  # durable first, then the answer is lost
+            raise sqlite3.OperationalError("disk I/O error")
+        if step.corrupt:
+            return _TornCursor(cursor)  # type: ignore[return-value]
+        return cursor
+
+
+class _TornCursor:
+    """What a torn page reads as: rows whose every column is bytes no schema allows."""
+
+    def __init__(self, cursor: sqlite3.Cursor) -> None:
+        self._width = len(cursor.description or ()) or 1
+        cursor.fetchall()
+
+    def _row(self) -> tuple[str, ...]:
+        return ("\x00torn\ufffd",) * self._width
+
+    def fetchone(self) -> tuple[str, ...]:
+        return self._row()
+
+    def fetchall(self) -> list[tuple[str, ...]]:
+        return [self._row()]
 
 
 class SQLiteHarness(OwnerHarness):
     """The conformance-kit harness of :class:`SQLiteOwner`: one database file per work folder.
 
     A restart closes every connection (the kit closes every handle first) and
-    the next handle reopens the file.  A fault fails the handle's next SQLite
-    statement (``lost_ack``: its next ``COMMIT`` succeeds, then reports an error).
+    the next handle reopens the file.  Every SQLite statement of a handle
+    consults its fault plan: a fault fails a statement (``lost_ack``: it
+    succeeds, then reports an error; by default on the next ``COMMIT``),
+    delays it, or tears the rows a ``SELECT`` returns.  SQLite calls have no
+    time-out of their own (the 30 s busy time-out only bounds the wait for the
+    write lock), so ``store_timeout`` stays unset.
     """
 
     owner_class: type[SQLiteOwner] = SQLiteOwner
     """The adapter class to open (a subclass of :class:`SQLiteOwner` may be put here)."""
 
+    shared_handles = True  # the adapter's docstring: one object may be shared by threads
+
     def __init__(self, workdir: str) -> None:
         super().__init__(workdir)
         self.path = os.path.join(self.workdir, "owner.db")
-        self._faults: dict[int, list[StoreFault]] = {}
+        self._faults: dict[int, FaultPlan] = {}
 
     def open_owner(self) -> SQLiteOwner:
-        armed: list[StoreFault] = []
-        factory = type("_HandleConnection", (_FaultableConnection,), {"armed": armed})
+        plan = FaultPlan()
+        factory = type("_HandleConnection", (_FaultableConnection,), {"plan": plan})
         owner = self.owner_class(self.path, connection_factory=factory)
-        self._faults[id(owner)] = armed
+        self._faults[id(owner)] = plan
         return owner
 
     def close_owner(self, owner: object) -> None:
         self._faults.pop(id(owner), None)
         super().close_owner(owner)  # type: ignore[arg-type]
 
+    def fault_plan(self, owner: object) -> FaultPlan:
+        return self._faults[id(owner)]
+
+    def advance_clock(self, seconds: float) -> None:
+        """Nothing to do: neither SQLite nor the adapter reads a clock."""
+
     def restart_store(self) -> None:
         # Every handle is closed by now; nothing of SQLite outlives its
         # connections, so the next handle reopens the file from disk.
         return None
 
+    def restart_after_power_cut(self) -> None:
+        # The database, its WAL and its shared-memory index are all in the work
+        # folder; SQLite recovers from them when the next handle opens the file.
+        return None
+
     def inject_fault(self, owner: object, fault: StoreFault) -> None:
-        self._faults[id(owner)].append(fault)
+        self._faults[id(owner)].arm(fault)
 
     def secrets(self) -> Sequence[str]:
         return (self.path, self.workdir)

@@ -11,6 +11,10 @@ Forms
   comes from the libpq environment as usual (``PGHOST``, ``PGUSER``,
   ``PGPASSWORD``, ``PGSERVICE`` and the service file, ``~/.pgpass``), so
   ``postgresql://?schema=team_a`` is a complete spec.
+* ``etcd://HOST:PORT[,HOST:PORT...][?prefix=NAME]`` -- the etcd owner under
+  key prefix ``NAME`` (default ``toolswap``) of the cluster whose members'
+  client endpoints are listed (plain HTTP, the v3 JSON gateway; see
+  docs/etcd.md).
 
 Rules
 =====
@@ -27,7 +31,7 @@ from __future__ import annotations
 
 import re
 import urllib.parse
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import attrs
 
@@ -36,9 +40,15 @@ from .postgres import DEFAULT_SCHEMA, PostgresOwner, initialize_schema
 from .sqlite import SCHEMA_VERSION as SQLITE_SCHEMA_VERSION
 from .sqlite import SQLiteOwner
 
+if TYPE_CHECKING:
+    from .etcd import EtcdOwner
+
 __all__ = ["OwnerSpec", "SPEC_HELP", "init_owner", "open_owner", "parse_owner_spec"]
 
-SPEC_HELP = "sqlite:PATH or postgresql://[user@]host/db[?schema=NAME] (libpq environment honoured)"
+SPEC_HELP = (
+    "sqlite:PATH, postgresql://[user@]host/db[?schema=NAME] (libpq environment honoured) "
+    "or etcd://HOST:PORT[,HOST:PORT...][?prefix=NAME]"
+)
 
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*")
 
@@ -47,14 +57,17 @@ _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*")
 class OwnerSpec:
     """A parsed owner spec; ``location`` (a path or a DSN) never shows in its repr."""
 
-    kind: Literal["sqlite", "postgresql"]
+    kind: Literal["sqlite", "postgresql", "etcd"]
     location: str = attrs.field(repr=False)
     schema: str | None = None
+    prefix: str | None = None
 
     def describe(self) -> str:
         """What the spec names, without its location."""
         if self.kind == "sqlite":
             return "SQLite owner database"
+        if self.kind == "etcd":
+            return f"etcd owner prefix {self.prefix!r}"
         return f"PostgreSQL owner schema {self.schema!r}"
 
 
@@ -76,8 +89,36 @@ def parse_owner_spec(spec: str) -> OwnerSpec:
             )
         dsn, schema = _take_schema(spec)
         return OwnerSpec(kind="postgresql", location=dsn, schema=schema)
+    if scheme == "etcd":
+        return _etcd_spec(rest)
     shown = repr(scheme) if _SCHEME.fullmatch(scheme) else "in this spec"
-    raise UsageError(f"unknown owner scheme {shown} (supported: sqlite, postgresql)")
+    raise UsageError(f"unknown owner scheme {shown} (supported: sqlite, postgresql, etcd)")
+
+
+def _etcd_spec(rest: str) -> OwnerSpec:
+    """``//host:port,host:port?prefix=NAME``: the endpoints and our one parameter."""
+    from .etcd import DEFAULT_PREFIX, parse_endpoints
+
+    if not rest.startswith("//"):
+        raise UsageError("an etcd owner spec is etcd://HOST:PORT[,HOST:PORT...][?prefix=NAME]")
+    hosts, _, query = rest[2:].partition("?")
+    parse_endpoints(hosts)  # a malformed endpoint is a UsageError now, not at first use
+    prefixes: list[str] = []
+    for item in query.split("&") if query else []:
+        key, _, value = item.partition("=")
+        if urllib.parse.unquote(key) != "prefix":
+            raise UsageError("an etcd owner spec takes one parameter: prefix=NAME")
+        prefixes.append(urllib.parse.unquote(value))
+    if len(prefixes) > 1:
+        raise UsageError("the owner spec names prefix= more than once")
+    if prefixes and not prefixes[0]:
+        raise UsageError(
+            f"the owner spec's prefix= is empty; name a prefix or leave the option out "
+            f"(the default is {DEFAULT_PREFIX!r})"
+        )
+    return OwnerSpec(
+        kind="etcd", location=hosts, prefix=prefixes[0] if prefixes else DEFAULT_PREFIX
+    )
 
 
 def _take_schema(url: str) -> tuple[str, str]:
@@ -93,16 +134,25 @@ def _take_schema(url: str) -> tuple[str, str]:
             kept.append(item)
     if len(schemas) > 1:
         raise UsageError("the owner spec names schema= more than once")
+    if schemas and not schemas[0]:
+        # an empty name would quietly mean the default schema: another deployment's store
+        raise UsageError(
+            f"the owner spec's schema= is empty; name a schema or leave the option out "
+            f"(the default is {DEFAULT_SCHEMA!r})"
+        )
     dsn = f"{base}?{'&'.join(kept)}" if kept else base
     return dsn, schemas[0] if schemas else DEFAULT_SCHEMA
 
 
-def open_owner(spec: str, *, busy_timeout: float | None = None) -> SQLiteOwner | PostgresOwner:
+def open_owner(
+    spec: str, *, busy_timeout: float | None = None
+) -> SQLiteOwner | PostgresOwner | EtcdOwner:
     """Open the existing owner store the spec names (never creates one).
 
     ``busy_timeout`` (seconds) bounds how long one call waits behind a lock
     another caller holds: SQLite's busy timeout, PostgreSQL's lock timeout.
-    ``None`` keeps each owner's default.  (It is an argument, not a spec
+    ``None`` keeps each owner's default (for etcd, how long a call waits behind
+    another caller's fence).  (It is an argument, not a spec
     parameter: a ``sqlite:`` location is a raw path, where ``?`` is a
     legal character.)
     """
@@ -113,6 +163,13 @@ def open_owner(spec: str, *, busy_timeout: float | None = None) -> SQLiteOwner |
         if busy_timeout is None:
             return SQLiteOwner(parsed.location, create=False)
         return SQLiteOwner(parsed.location, create=False, timeout=busy_timeout)
+    if parsed.kind == "etcd":
+        from .etcd import DEFAULT_PREFIX, EtcdOwner
+
+        prefix = parsed.prefix or DEFAULT_PREFIX
+        if busy_timeout is None:
+            return EtcdOwner(parsed.location, prefix=prefix)
+        return EtcdOwner(parsed.location, prefix=prefix, lock_timeout=busy_timeout)
     schema = parsed.schema or DEFAULT_SCHEMA
     if busy_timeout is None:
         return PostgresOwner(parsed.location, schema=schema)
@@ -128,6 +185,13 @@ def init_owner(spec: str) -> str:
         if owner.previous_version == 0:
             return f"{parsed.describe()}: created (version {SQLITE_SCHEMA_VERSION})"
         return f"{parsed.describe()}: already at version {SQLITE_SCHEMA_VERSION}"
+    if parsed.kind == "etcd":
+        from .etcd import DEFAULT_PREFIX, initialize_prefix
+
+        marked = initialize_prefix(parsed.location, prefix=parsed.prefix or DEFAULT_PREFIX)
+        if marked.created:
+            return f"{parsed.describe()}: created (version {marked.version})"
+        return f"{parsed.describe()}: already at version {marked.version}"
     status = initialize_schema(parsed.location, schema=parsed.schema or DEFAULT_SCHEMA)
     if status.previous_version == 0:
         done = f"created (version {status.version})"

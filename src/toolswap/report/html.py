@@ -154,9 +154,8 @@ def _timeline(t: Timeline, index: int) -> str:
             outcome = "under the correct rule, S1-S7 hold after these steps" + (
                 f" ({skipped} step{'s' if skipped != 1 else ''} not enabled)" if skipped else ""
             )
-        summary = (
-            f'<p class="trace-summary">{len(t.steps)} steps; {escape(crash_note)}; {outcome}.</p>'
-        )
+        count = f"{len(t.steps)} step{'s' if len(t.steps) != 1 else ''}"
+        summary = f'<p class="trace-summary">{count}; {escape(crash_note)}; {outcome}.</p>'
     else:
         table = ""
         summary = (
@@ -310,8 +309,12 @@ def _mutant_section(report: Report) -> str:
     return (
         '<section id="mutants"><h2>Mutant kill matrix</h2>'
         "<p>Each mutant switches one classic mistake into the real code; the crash explorer "
-        "must catch it with the invariant it breaks. Cells count violations per invariant; "
-        "green: the expected invariant caught it.</p>"
+        "must catch it with the invariant it breaks. Cells count violations per invariant: "
+        '<span class="key kill">green</span>: the expected invariant caught it; '
+        '<span class="key also">amber</span>: another invariant fired too (the mistake '
+        "did more harm than the one it is known for); "
+        '<span class="key miss">red</span>: the expected invariant never fired; '
+        "a dot: no violation.</p>"
         f'<p class="figures">{killed}/{len(m.rows)} killed, {shown}; unmutated baseline: '
         f"{m.baseline_states:,} crash states, {m.baseline_violations:,} violations; "
         f"modes {escape('/'.join(m.modes))}, {m.seeds} seed(s)</p>"
@@ -337,7 +340,7 @@ def _run_section(report: Report) -> str:
             (
                 "correct model",
                 f"{r.states:,} states, {r.transitions:,} transitions, depth {r.depth}, "
-                f"{_seconds(r.elapsed)}; {escape(r.verdict)}"
+                f"{_seconds(r.elapsed)}; {escape(r.verdict.split(' (', 1)[0])}"
                 + (f"; symmetry reduction by a group of {r.symmetry}" if r.symmetry > 1 else "")
                 + ("" if r.complete else " (incomplete)"),
             )
@@ -647,7 +650,11 @@ table.kill td.cell.miss{background:var(--bad-bg);color:var(--bad);font-weight:70
 table.params{background:#fff;border:1px solid var(--line)}
 table.params th{text-align:left;padding:.35rem 1rem;color:var(--muted);font-weight:600;
 vertical-align:top;white-space:nowrap}
-table.params td{padding:.35rem 1rem}
+table.params td{padding:.35rem 1rem;overflow-wrap:anywhere}
+.key{padding:0 .3rem;border-radius:4px;font-weight:600}
+.key.kill{background:var(--ok-bg);color:var(--ok)}
+.key.also{background:var(--warn-bg);color:var(--warn)}
+.key.miss{background:var(--bad-bg);color:var(--bad)}
 ul.examples{font-size:.85rem}
 footer{padding:1.5rem 3rem;color:var(--muted);font-size:.85rem;border-top:1px solid var(--line)}
 @media print{.toc{position:static}.variant{break-inside:avoid}}

@@ -37,6 +37,7 @@ import attrs
 
 from toolswap.faultinject import explorer as crash_explorer
 from toolswap.faultinject import mutants as mutant_module
+from toolswap.faultinject.disk import CRASH_MODES as _CRASH_MODES
 from toolswap.spec import explorer, invariants, system, variants
 
 from ..errors import CorruptStateError, UsageError
@@ -80,6 +81,7 @@ ACTORS = {
     "OVERWRITE": "externalizer",
     "FSYNC_ARTIFACT": "externalizer",
     "TICK": "clock",
+    "QUIET": "clock",
     "EXPIRE": "clock",
     "TAMPER": "fault",
     "PREPARE": "publisher",
@@ -106,6 +108,7 @@ ACTORS = {
     "WRITE_TOMBSTONE": "reconciler",
     "REPORT_CONFLICT": "reconciler",
     "FOREIGN_PUBLISH": "fault",
+    "LOSE_LEASE": "fault",
     "TOMBSTONE_DURABLE": "owner",
     "ABORT": "reconciler",
     "GC_PLAN": "GC",
@@ -289,7 +292,7 @@ class Options:
     bounds: Any = attrs.field(factory=system.Bounds)
     scenarios: tuple[str, ...] | None = None
     seeds: int = 10
-    modes: tuple[str, ...] = crash_explorer.CRASH_MODES
+    modes: tuple[str, ...] = _CRASH_MODES
     recovery_crashes: int = 1
     mutants: tuple[str, ...] | None = None
     mutant_seeds: int = 1
@@ -448,7 +451,7 @@ def _lesson(text: str) -> tuple[str, str]:
 
 
 #: The crash explorer's modes (``drop``, ``torn``, ``dir_subset``).
-CRASH_MODES: tuple[str, ...] = tuple(crash_explorer.CRASH_MODES)
+CRASH_MODES: tuple[str, ...] = tuple(_CRASH_MODES)
 
 
 def parse_bounds(text: str) -> Any:
@@ -526,7 +529,8 @@ def timeline(variant: Any, bounds: Any, report: Any) -> Timeline:
         broken=_pairs(zip(v.invariants, v.reasons, strict=True)) if v is not None else (),
         steps=tuple(steps),
         correct_broken=_pairs(invariants.violations(correct_model, c)),
-        bounds=bounds_dict(bounds),
+        # what the figures were explored under: the variant's own faults switched on
+        bounds=bounds_dict(variant.bounds(bounds)),
     )
 
 

@@ -1,8 +1,11 @@
 """Checks of O5: a fence holds back every other caller, in this process and in another one.
 
-A contender is started while the fence is held and given ``HOLD_SECONDS``
-to show that it is held back; then the fence either ends as it was or seals,
-and the contender must act on the state the block left (O5, O3).
+A contender opens its handle (or its process starts and opens one) *before*
+the fence is entered -- opening a handle may itself wait for a fence, which no
+promise forbids -- and makes its call while the fence is held; it is given
+``HOLD_SECONDS`` to show that it is held back.  Then the fence either ends as
+it was or seals, and the contender must act on the state the block left (O5,
+O3).
 """
 
 from __future__ import annotations
@@ -17,35 +20,47 @@ from .harness import Capability
 from .outcome import Outcome, OutcomeKind
 from .registry import check
 
-__all__: list[str] = []
+__all__ = ["Contender", "finish", "held_back"]
 
 
-class _Contender:
-    """A competing call, in a thread or in a child process, with one interface."""
+class Contender:
+    """A competing call, in a thread or in a child process, with one interface.
+
+    Building it opens the handle (or starts the child, which opens one); call
+    :meth:`start` once the fence is held.
+    """
 
     def __init__(self, bench: Bench, op: str, txn: str, *, process: bool) -> None:
-        self._bench = bench
+        self._bench, self._op, self._txn = bench, op, txn
         self._background: Background | None = None
         self._child: ChildOwner | None = None
+        self._other: Any = None
         self._outcome: Outcome | None = None
         if process:
-            child = self._child = bench.child()
+            self._child = bench.child()
+        else:
+            self._other = bench.open()
+
+    def start(self) -> None:
+        bench, op, txn = self._bench, self._op, self._txn
+        if self._child is not None:
+            child = self._child
             if op == "publish":
                 child.send("publish", txn=txn, claim=bench.first.to_dict())
             else:
                 child.send(op, txn=txn)
             expect(child.expect("calling", JOIN_SECONDS) is not None, "the child never called")
+            return
+        other = self._other
+        function: Callable[[], Any]
+        if op == "publish":
+            function = lambda: other.publish(txn, bench.first)  # noqa: E731
+        elif op == "remove":
+            function = lambda: other.remove(txn)  # noqa: E731
         else:
-            other = bench.open()
-            function: Callable[[], Any]
-            if op == "publish":
-                function = lambda: other.publish(txn, bench.first)  # noqa: E731
-            elif op == "remove":
-                function = lambda: other.remove(txn)  # noqa: E731
-            else:
-                function = lambda: _fence_and_seal(other, txn)  # noqa: E731
-            self._background = bench.in_thread(function)
-            self._background.started.wait(JOIN_SECONDS)
+            function = lambda: _fence_and_seal(other, txn)  # noqa: E731
+        self._background = bench.in_thread(function)
+        self._background.started.wait(JOIN_SECONDS)
 
     def finished(self, timeout: float) -> bool:
         if self._outcome is not None:
@@ -84,28 +99,28 @@ def _fence_and_seal(owner: Any, txn: str) -> bool:
         return bool(observation.seal_absence())
 
 
-def _held_back(contender: _Contender, what: str) -> None:
+def held_back(contender: Contender, what: str, hold: float = HOLD_SECONDS) -> None:
     """The contender must not have succeeded within the hold window."""
-    if contender.finished(HOLD_SECONDS):
+    if contender.finished(hold):
         expect(
             not contender.outcome.ok,
             f"{what} by another caller completed while the fence was held",
         )
 
 
-def _finish(contender: _Contender, what: str) -> Outcome:
+def finish(contender: Contender, what: str) -> Outcome:
     expect(contender.finished(JOIN_SECONDS), f"{what} never finished after the fence ended")
     return contender.outcome
 
 
 def _holds_back_publish(bench: Bench, *, process: bool) -> str:
     owner, txn = bench.open(), bench.txn("t")
-    contender: _Contender | None = None
+    contender = Contender(bench, "publish", txn, process=process)
     with bench.fenced(owner, txn) as observation:
         expect(observation.state == ObservedState.ABSENT, "a never-seen id is not ABSENT")
-        contender = _Contender(bench, "publish", txn, process=process)
-        _held_back(contender, "a publish")
-    outcome = _finish(contender, "the held-back publish")
+        contender.start()
+        held_back(contender, "a publish")
+    outcome = finish(contender, "the held-back publish")
     seen = bench.observe(owner, txn)
     if outcome.ok:
         expect(seen.is_published(bench.first), f"after the publish returned: {seen.describe()}")
@@ -116,13 +131,14 @@ def _holds_back_publish(bench: Bench, *, process: bool) -> str:
 
 def _seal_refuses_held_publish(bench: Bench, *, process: bool) -> str:
     owner, txn = bench.open(), bench.txn("t")
+    contender = Contender(bench, "publish", txn, process=process)
     with bench.fenced(owner, txn) as observation:
         expect(observation.state == ObservedState.ABSENT, "a never-seen id is not ABSENT")
-        contender = _Contender(bench, "publish", txn, process=process)
-        _held_back(contender, "a publish")
+        contender.start()
+        held_back(contender, "a publish")
         sealed = bench.seal(observation)
         expect(sealed.ok and sealed.value is True, f"the seal {sealed.describe_seal()}")
-    outcome = _finish(contender, "the held-back publish")
+    outcome = finish(contender, "the held-back publish")
     seen = bench.observe(owner, txn)
     expect(
         not outcome.ok,
@@ -139,11 +155,12 @@ def _seal_refuses_held_publish(bench: Bench, *, process: bool) -> str:
 
 def _holds_back_remove(bench: Bench, *, process: bool) -> str:
     owner, txn = bench.published()
+    contender = Contender(bench, "remove", txn, process=process)
     with bench.fenced(owner, txn) as observation:
         expect(observation.state == ObservedState.PUBLISHED, "the published id is not PUBLISHED")
-        contender = _Contender(bench, "remove", txn, process=process)
-        _held_back(contender, "a remove")
-    outcome = _finish(contender, "the held-back remove")
+        contender.start()
+        held_back(contender, "a remove")
+    outcome = finish(contender, "the held-back remove")
     seen = bench.observe(owner, txn)
     if outcome.ok:
         expect(seen.is_tombstone, f"after the remove returned: {seen.describe()}")
@@ -152,10 +169,13 @@ def _holds_back_remove(bench: Bench, *, process: bool) -> str:
 
 def _holds_back_seal(bench: Bench, *, process: bool) -> str:
     owner, txn = bench.open(), bench.txn("t")
+    if process:
+        child = bench.child()
+    else:
+        contender = Contender(bench, "seal", txn, process=False)
     with bench.fenced(owner, txn) as observation:
         expect(observation.state == ObservedState.ABSENT, "a never-seen id is not ABSENT")
         if process:
-            child = bench.child()
             child.send("fence", txn=txn)
             expect(child.expect("calling", JOIN_SECONDS) is not None, "the child never called")
             entered = child.next_event(HOLD_SECONDS)
@@ -164,8 +184,8 @@ def _holds_back_seal(bench: Bench, *, process: bool) -> str:
                 "another process entered a fence over the same id while this one was held",
             )
         else:
-            contender = _Contender(bench, "seal", txn, process=False)
-            _held_back(contender, "a fence and seal")
+            contender.start()
+            held_back(contender, "a fence and seal")
     if process:
         if entered is None:
             entered = child.next_event(JOIN_SECONDS)
@@ -181,7 +201,7 @@ def _holds_back_seal(bench: Bench, *, process: bool) -> str:
                 "the other process's seal after the fence ended did not return True",
             )
     else:
-        outcome = _finish(contender, "the held-back fence")
+        outcome = finish(contender, "the held-back fence")
         expect(outcome.ok and outcome.value is True, f"the later seal {outcome.describe()}")
     seen = bench.observe(owner, txn)
     expect(seen.is_tombstone, f"after the later seal: {seen.describe()}")
@@ -199,6 +219,7 @@ def _register(kind: str, promise: str, function: Callable[..., str]) -> None:
             f"{kind}-{where}",
             f"{promise} (a competing {where})",
             needs=[Capability.OTHER_PROCESS] if process else [],
+            waits=True,
         )(run)
 
 
@@ -253,6 +274,7 @@ def _fresh(bench: Bench) -> str:
     "O5.fence-reads-other-process-writes",
     "a fence yields the id's durable state at entry, including another process's writes",
     needs=[Capability.OTHER_PROCESS],
+    waits=True,
 )
 def _fresh_process(bench: Bench) -> str:
     reader, txn = bench.open(), bench.txn("t")

@@ -107,8 +107,9 @@ def _publish_under_fault(bench: Bench) -> str:
 def _republish(bench: Bench) -> str:
     owner, txn = bench.published()
     before = bench.observe(owner, txn)
-    for handle in (owner, bench.open()):
-        again = bench.publish(handle, txn, bench.first)
+    other = bench.open()
+    for attempt in range(bench.integer("republishes", 1, 4, 2)):
+        again = bench.publish((owner, other)[attempt % 2], txn, bench.first)
         expect(again.ok, f"publishing the same identity again {again.describe()}")
     after = bench.observe(owner, txn)
     expect(after.is_published(bench.first), f"after the no-op publish: {after.describe()}")

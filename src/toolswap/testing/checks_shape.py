@@ -6,7 +6,7 @@ import json
 
 from ..owner import ObservedState
 from .bench import Bench, Snapshot, expect
-from .harness import Capability, StoreFault
+from .harness import LEGACY_FAULTS, Capability, StoreFault
 from .registry import check
 
 __all__: list[str] = []
@@ -45,7 +45,7 @@ def _errors(bench: Bench) -> str:
         bench.seal(observation)  # a usage error
     shown = 3
     if bench.unsupported_reason(Capability.FAULTS) is None:
-        for fault in StoreFault:
+        for fault in LEGACY_FAULTS:
             bench.fault(owner, fault)
             bench.publish(owner, bench.txn(f"f-{fault}"), bench.first)
             shown += 1

@@ -35,8 +35,10 @@ def _seal_fresh(bench: Bench, txn: str) -> object:
 def _refuses(bench: Bench) -> str:
     txn = bench.txn("t")
     _seal_fresh(bench, txn)
-    for handle in (bench.open(), bench.open()):
-        for _ in range(2):
+    handles = bench.integer("handles", 1, 3, 2)
+    tries = bench.integer("publishes per handle", 1, 3, 2)
+    for handle in [bench.open() for _ in range(handles)]:
+        for _ in range(tries):
             outcome = bench.publish(handle, txn, bench.first)
             expect(
                 outcome.kind is OutcomeKind.REJECTED,
@@ -125,11 +127,13 @@ def _remove_tombstones(bench: Bench) -> str:
 @check("O4.remove-is-idempotent", "remove is idempotent")
 def _remove_twice(bench: Bench) -> str:
     owner, txn = bench.published()
-    for attempt in ("first", "second", "third"):
-        outcome = bench.remove(bench.open(), txn)
-        expect(outcome.ok, f"the {attempt} remove {outcome.describe()}")
+    removes = bench.integer("removes", 2, 5, 3)
+    same = bench.integer("removes through one handle (1) or new ones (0)", 0, 1, 0)
+    for attempt in range(1, removes + 1):
+        outcome = bench.remove(owner if same else bench.open(), txn)
+        expect(outcome.ok, f"remove number {attempt} {outcome.describe()}")
     seen = bench.observe(owner, txn)
-    expect(seen.is_tombstone, f"after three removes: {seen.describe()}")
+    expect(seen.is_tombstone, f"after {removes} removes: {seen.describe()}")
     return "removing again returns normally and keeps the tombstone"
 
 

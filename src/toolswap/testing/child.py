@@ -36,7 +36,7 @@ from ..errors import (
 from ..owner import OwnerObservation
 from .outcome import Outcome, OutcomeKind, call
 
-__all__ = ["ChildError", "ChildOwner", "observation_to_dict"]
+__all__ = ["ChildError", "ChildOwner", "ChildProcess", "observation_to_dict"]
 
 _START_SECONDS = 60.0
 
@@ -63,15 +63,23 @@ def observation_to_dict(observation: OwnerObservation) -> dict[str, Any]:
     }
 
 
-class ChildOwner:
-    """The parent's side: one child process holding one handle on the store."""
+class ChildProcess:
+    """The parent's side of a kit process that answers in JSON lines, one event per line.
 
-    def __init__(self, import_path: str, workdir: str) -> None:
+    Shared by the second caller (:class:`ChildOwner`) and the power-loss writer
+    (:mod:`toolswap.testing._power_writer`): both read events on a thread so a
+    wait can time out, and keep the last lines of stderr to say why one died.
+    """
+
+    what = "child process"
+    """How errors name the process."""
+
+    def __init__(self, module: str, import_path: str, workdir: str) -> None:
         env = dict(os.environ)
         # The harness may live in a test module that only the parent's sys.path reaches.
         env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
         self._process = subprocess.Popen(
-            [sys.executable, "-m", "toolswap.testing.child", import_path, workdir],
+            [sys.executable, "-m", module, import_path, workdir],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -82,10 +90,10 @@ class ChildOwner:
         self._stderr: list[str] = []
         threading.Thread(target=self._read, daemon=True).start()
         threading.Thread(target=self._drain_stderr, daemon=True).start()
-        ready = self.expect("ready", _START_SECONDS)
-        if ready is None:
-            self.kill()
-            raise ChildError("the child process did not open a handle in time")
+
+    @property
+    def pid(self) -> int:
+        return self._process.pid
 
     def _read(self) -> None:
         assert self._process.stdout is not None
@@ -102,18 +110,18 @@ class ChildOwner:
             if len(self._stderr) < 200:
                 self._stderr.append(line)
 
-    def send(self, op: str, **fields: Any) -> None:
+    def _write(self, message: dict[str, Any]) -> None:
         assert self._process.stdin is not None
         try:
-            self._process.stdin.write(json.dumps({"op": op, **fields}) + "\n")
+            self._process.stdin.write(json.dumps(message) + "\n")
             self._process.stdin.flush()
         except (BrokenPipeError, OSError) as exc:
-            raise ChildError("the child process is gone") from exc
+            raise ChildError(f"the {self.what} is gone") from exc
 
     def next_event(self, timeout: float) -> dict[str, Any] | None:
         """The next event, or ``None`` if none arrives within ``timeout``.
 
-        A dead child or a ``failed`` event is a :class:`ChildError`.
+        A dead process or a ``failed`` event is a :class:`ChildError`.
         """
         try:
             got = self._events.get(timeout=timeout)
@@ -123,10 +131,34 @@ class ChildOwner:
             self._events.put(None)  # every later read sees the death too
             tail = "".join(self._stderr[-3:]).strip().splitlines()
             last = tail[-1] if tail else "no output"
-            raise ChildError(f"the child process died (last stderr line: {last[:200]})")
+            raise ChildError(f"the {self.what} died (last stderr line: {last[:200]})")
         if got.get("event") == "failed":
-            raise ChildError(f"the child process failed: {got.get('error', '?')}")
+            raise ChildError(f"the {self.what} failed: {got.get('error', '?')}")
         return got
+
+    def kill(self) -> None:
+        if self._process.poll() is None:
+            self._process.kill()
+        self._process.wait()
+
+    def _close_streams(self) -> None:
+        for stream in (self._process.stdin, self._process.stdout, self._process.stderr):
+            if stream is not None:
+                stream.close()
+
+
+class ChildOwner(ChildProcess):
+    """One child process holding one handle on the store."""
+
+    def __init__(self, import_path: str, workdir: str) -> None:
+        super().__init__("toolswap.testing.child", import_path, workdir)
+        ready = self.expect("ready", _START_SECONDS)
+        if ready is None:
+            self.kill()
+            raise ChildError("the child process did not open a handle in time")
+
+    def send(self, op: str, **fields: Any) -> None:
+        self._write({"op": op, **fields})
 
     def expect(self, event: str, timeout: float) -> dict[str, Any] | None:
         """The next event, which must be ``event``; ``None`` on timeout."""
@@ -138,11 +170,6 @@ class ChildOwner:
     def outcome(self, event: dict[str, Any]) -> Outcome:
         return Outcome.from_dict(event["outcome"])
 
-    def kill(self) -> None:
-        if self._process.poll() is None:
-            self._process.kill()
-        self._process.wait()
-
     def close(self) -> None:
         if self._process.poll() is None:
             try:
@@ -151,9 +178,7 @@ class ChildOwner:
             except (ChildError, subprocess.TimeoutExpired):
                 pass
         self.kill()
-        for stream in (self._process.stdin, self._process.stdout, self._process.stderr):
-            if stream is not None:
-                stream.close()
+        self._close_streams()
 
 
 # -- the child's side --------------------------------------------------------------

@@ -33,8 +33,7 @@ from __future__ import annotations
 import os
 import re
 import time
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -166,6 +165,7 @@ def run_protocol_machine(
     from ..faultinject.owner import OWNER_FAULTS
     from ..faultinject.owner_source import HarnessSource, harness_sources
     from ..faultinject.protocol_machine import machine_with_owner
+    from .generate import shrinking_for
 
     root = os.fspath(workroot)
     make = harness_sources(
@@ -199,7 +199,7 @@ def run_protocol_machine(
     report: list[str] = []
     started = time.perf_counter()
     failure: BaseException | None = None
-    with with_reporter(lambda text: report.append(str(text))), _shrinking_for(shrink_seconds):
+    with with_reporter(lambda text: report.append(str(text))), shrinking_for(shrink_seconds):
         try:
             _run_as_test(machine, settings=budget)
         except Exception as exc:  # a failing example: the report says which
@@ -218,22 +218,6 @@ def run_protocol_machine(
     texts = [*report, *(str(n) for n in getattr(failure, "__notes__", ()) if str(n) not in report)]
     lines = [*headline, *(line for text in texts for line in text.splitlines() if _kept(line))]
     return DeepResult(passed=False, summary=summary, details=tuple(lines))
-
-
-@contextmanager
-def _shrinking_for(seconds: float) -> Iterator[None]:
-    """Bound Hypothesis's shrinking (its own limit is minutes) for the duration of a run."""
-    from hypothesis.internal.conjecture import engine
-
-    previous = getattr(engine, "MAX_SHRINKING_SECONDS", None)
-    if previous is None:  # a Hypothesis without the knob: its own limit applies
-        yield
-        return
-    engine.MAX_SHRINKING_SECONDS = seconds  # type: ignore[assignment]
-    try:
-        yield
-    finally:
-        engine.MAX_SHRINKING_SECONDS = previous
 
 
 def _kept(line: str) -> bool:

@@ -26,12 +26,34 @@ Rules
    observation field, generation, reconciliation report and error message it
    sees for them (owner promise O7).
 
+6. A harness states what the adapter's docstring promises about threads
+   (:attr:`OwnerHarness.shared_handles`) and the longest it waits for its store
+   or a lock in one call (:attr:`OwnerHarness.store_timeout`); the kit then
+   shares one handle between threads, and holds fences and delays store calls
+   for longer than that timeout.
+7. Opening a handle may wait for a fence another handle holds (a constructor
+   that takes the store's lock): the kit opens every competing handle, and
+   starts every competing process, before it enters the fence it holds.
+8. A harness that offers power loss (:attr:`Capability.POWER_LOSS`) keeps its
+   whole store under ``workdir``: its files, its database, or the data
+   directory of a server it starts for that folder (a socket may live
+   elsewhere).  For the power-loss checks the kit builds it with ``workdir``
+   on a forgetful mount (:mod:`toolswap.faultinject.powerloss`), where only
+   what was fsynced survives a power cut; after a cut it calls
+   :meth:`OwnerHarness.restart_after_power_cut`.
+
 A fault (:class:`StoreFault`) is armed on one handle and fires in that
 handle's next operation, on a call to its store -- the network round trip or
 the database statement *underneath* the adapter, never the adapter's own
 method -- so that the adapter's own handling of a failing store is what is
-tested.  ``FAIL`` and ``TIMEOUT`` fire on the operation's first store call,
-``LOST_ACK`` on its last.
+tested.  Through :meth:`OwnerHarness.inject_fault` (``Capability.FAULTS``)
+``FAIL`` and ``TIMEOUT`` fire on the operation's first store call,
+``LOST_ACK`` on its last.  A harness that wires the kit's
+:class:`~toolswap.testing.faults.FaultPlan` under its store calls
+(:meth:`OwnerHarness.fault_plan`, ``Capability.FAULT_PLAN``) also lets the kit
+target the n-th store call of an operation, delay a call (``DELAY``) and damage
+what a read returns (``CORRUPT_READ``), and tells the kit when an armed fault
+never fired.
 """
 
 from __future__ import annotations
@@ -40,14 +62,19 @@ import enum
 import importlib
 import os
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..errors import (
     HarnessError,  # noqa: F401 (re-exported)
 )
 from ..owner import ArtifactReferenceOwner
 
+if TYPE_CHECKING:
+    from .faults import FaultPlan
+
 __all__ = [
+    "CAPABILITY_METHODS",
+    "LEGACY_FAULTS",
     "Capability",
     "HarnessError",
     "OwnerHarness",
@@ -71,8 +98,36 @@ class Capability(enum.StrEnum):
     FAULTS = "faults"
     """``inject_fault(owner, fault)`` makes that handle's next store call fail."""
 
+    FAULT_PLAN = "fault-plan"
+    """``fault_plan(owner)`` returns the handle's :class:`~toolswap.testing.faults.FaultPlan`,
+    which the harness consults on every store call: faults at any call, delays,
+    damaged reads, and faults that never fired are reported."""
+
+    CLOCK = "clock"
+    """``advance_clock(seconds)`` moves the clock the adapter and its store read
+    (leases, time-outs, expiry) forward, so "forever" can be checked without waiting."""
+
+    SHARED_HANDLE = "shared-handle"
+    """One handle may be used by several threads at once (``shared_handles = True``)."""
+
+    POWER_LOSS = "power-loss"
+    """The store keeps everything under ``workdir`` (harness rule 8), so the kit can cut
+    its power: every process using the folder is killed, whatever was not fsynced is
+    lost, and ``restart_after_power_cut()`` starts the store again."""
+
     def __str__(self) -> str:
         return self.value
+
+
+#: How a harness offers each capability that is a method (rule 4).  A capability
+#: that is a statement (OTHER_PROCESS, SHARED_HANDLE) is not listed here.
+CAPABILITY_METHODS: dict[Capability, str] = {
+    Capability.RESTART: "restart_store",
+    Capability.FAULTS: "inject_fault",
+    Capability.FAULT_PLAN: "fault_plan",
+    Capability.CLOCK: "advance_clock",
+    Capability.POWER_LOSS: "restart_after_power_cut",
+}
 
 
 class StoreFault(enum.StrEnum):
@@ -92,15 +147,30 @@ class StoreFault(enum.StrEnum):
     error after the store did what was asked -- also when there was nothing to
     change.  Calls before it go through untouched."""
 
+    DELAY = "delay"
+    """The call succeeds, after a delay longer than any time-out the harness
+    declares (:attr:`OwnerHarness.store_timeout`): a slow store, never a
+    failing one.  Only through a :class:`~toolswap.testing.faults.FaultPlan`."""
+
+    CORRUPT_READ = "corrupt_read"
+    """A read returns damaged data that the store's own format cannot parse (a
+    torn record, a value of the wrong type), never a plausible other state.
+    Only through a :class:`~toolswap.testing.faults.FaultPlan`."""
+
     def __str__(self) -> str:
         return self.value
+
+
+#: The faults :meth:`OwnerHarness.inject_fault` is ever given (older harnesses know no others).
+LEGACY_FAULTS = (StoreFault.FAIL, StoreFault.TIMEOUT, StoreFault.LOST_ACK)
 
 
 class OwnerHarness:
     """Subclass this to put an owner adapter through the conformance kit.
 
     Required: :meth:`open_owner`.  Optional: :meth:`restart_store`,
-    :meth:`inject_fault`, :meth:`secrets`, :meth:`destroy`,
+    :meth:`inject_fault`, :meth:`fault_plan`, :meth:`advance_clock`,
+    :meth:`restart_after_power_cut`, :meth:`secrets`, :meth:`destroy`,
     :meth:`close_owner`, and the class attributes below.
     """
 
@@ -119,6 +189,16 @@ class OwnerHarness:
     import_path: ClassVar[str | None] = None
     """``module:attr`` to build this harness in a child process; defaults to
     the class's own module and qualified name."""
+
+    shared_handles: ClassVar[bool] = False
+    """The adapter's docstring says one handle may be used by several threads at
+    once: the kit then drives one handle from several threads through the O1
+    and O5 checks (:attr:`Capability.SHARED_HANDLE`)."""
+
+    store_timeout: ClassVar[float | None] = None
+    """The longest, in seconds, the adapter waits in one call for its store or a
+    lock before it gives up (``None``: it never gives up by itself).  The kit
+    holds fences, and delays store calls, for longer than this."""
 
     def __init__(self, workdir: str | os.PathLike[str]) -> None:
         self.workdir = os.fspath(workdir)
@@ -141,8 +221,40 @@ class OwnerHarness:
         """
         raise NotImplementedError
 
+    def restart_after_power_cut(self) -> None:
+        """Start the store again after the kit cut its power (:attr:`Capability.POWER_LOSS`).
+
+        ``workdir`` is on a forgetful mount.  When this is called, every process
+        that used the folder is dead (a server whose data directory is there
+        included), the folder holds only what had been fsynced before the cut,
+        and the kit has dropped its handles without closing them.  Start what
+        must run for the next handle to work, as after a real power cut: a
+        server on the same data directory (its own crash recovery then runs);
+        for a store of plain files, usually nothing.
+        """
+        raise NotImplementedError
+
     def inject_fault(self, owner: ArtifactReferenceOwner, fault: StoreFault) -> None:
-        """Arm ``fault`` on ``owner``'s next store call (:attr:`Capability.FAULTS`)."""
+        """Arm ``fault`` on ``owner``'s next store call (:attr:`Capability.FAULTS`).
+
+        A harness with a fault plan need not write this: the default arms the plan.
+        """
+        if type(self).fault_plan is not OwnerHarness.fault_plan:
+            self.fault_plan(owner).arm(fault)
+            return
+        raise NotImplementedError
+
+    def fault_plan(self, owner: ArtifactReferenceOwner) -> FaultPlan:
+        """The :class:`~toolswap.testing.faults.FaultPlan` this handle's store calls
+        consult (:attr:`Capability.FAULT_PLAN`); one plan per handle."""
+        raise NotImplementedError
+
+    def advance_clock(self, seconds: float) -> None:
+        """Move the clock the adapter and its store read forward (:attr:`Capability.CLOCK`).
+
+        Everything that expires, times out or is leased must see the time
+        pass.  A store that reads no clock at all implements this as a no-op.
+        """
         raise NotImplementedError
 
     def secrets(self) -> Sequence[str]:
@@ -172,6 +284,11 @@ def load_harness(spec: str) -> type[OwnerHarness]:
         raise HarnessError(f"harness {spec!r}: expected module:attr, e.g. mypkg.harness:Harness")
     try:
         module = importlib.import_module(module_name)
+    except (SystemExit, GeneratorExit) as exc:  # a module must not end the run (exit 0)
+        raise HarnessError(
+            f"harness {spec!r}: importing module {module_name!r} tried to exit the process "
+            f"({type(exc).__name__}({_exit_code(exc)})); a harness module must not exit"
+        ) from None
     except Exception as exc:
         hint = ""
         if isinstance(exc, ModuleNotFoundError) and exc.name == module_name.split(".")[0]:
@@ -195,6 +312,11 @@ def load_harness(spec: str) -> type[OwnerHarness]:
             "toolswap.testing.OwnerHarness"
         )
     return target
+
+
+def _exit_code(exc: BaseException) -> str:
+    code = getattr(exc, "code", None)
+    return repr(code) if isinstance(code, int | None) else "..."
 
 
 _BUILT_IN = {

@@ -38,12 +38,8 @@ Refinement mapping (adapter promises onto the spec model)
   PUBLISHED id splits by identity: the same identity returns normally with the
   generation unchanged; another identity raises ``OwnerConflictError`` and
   changes nothing (O1).  APPLIED returns normally.
-* ``remove(id)`` is the spec's REMOVE **followed by** the spec's SEAL.  The
-  spec's REMOVE alone takes PUBLISHED to an unsealed ABSENT, but O4 promises a
-  durable tombstone when ``remove`` returns, so the adapter's remove refines
-  REMOVE;SEAL.  The intermediate unsealed ABSENT is never observable, and the
-  abstract generation advancing by two where an adapter advances by one is
-  harmless: generations are compared only through the bijection below.
+* ``remove(id)`` is the spec's REMOVE, which leaves a tombstone as O4
+  promises (a never-seen id is tombstoned too).
 * ``inspect_fenced(id)`` is the spec's ``observe``: the state, ``sealed``, and
   the identity fields (the claim of the record's digest when PUBLISHED, both
   ``None`` when ABSENT).
@@ -103,7 +99,8 @@ from ..owner import (
     OwnerObservation,
 )
 from ..spec import owner as spec
-from .harness import Capability, OwnerHarness, StoreFault
+from .bench import unsupported_reason
+from .harness import LEGACY_FAULTS, Capability, OwnerHarness, StoreFault
 
 # Typed differently across Hypothesis releases; called through Any on purpose.
 _run_as_test: Any = run_state_machine_as_test
@@ -130,7 +127,7 @@ FAULT_OPS = (
     "fence+seal",
     "fence+seal twice",
 )
-FAULTS = tuple(fault.value for fault in StoreFault)
+FAULTS = tuple(fault.value for fault in LEGACY_FAULTS)
 
 _PREFIX_A = "a1b2c3d4e5f6"
 _PREFIX_B = "0badc0ffee42"
@@ -239,10 +236,8 @@ def _expect_publish(record: spec.OwnerRecord, digest: int) -> tuple[str, spec.Ow
 
 
 def _expect_remove(record: spec.OwnerRecord) -> tuple[str, spec.OwnerRecord]:
-    # O4's tombstone: the spec's REMOVE, then the spec's SEAL (module docstring).
-    removed, _ = spec.apply(record, spec.OwnerAction.REMOVE)
-    sealed, _ = spec.apply(removed, spec.OwnerAction.SEAL)
-    return _OK, sealed
+    removed, _ = spec.apply(record, spec.OwnerAction.REMOVE)  # O4's tombstone: rule 4
+    return _OK, removed
 
 
 class OwnerMachine(RuleBasedStateMachine):
@@ -265,8 +260,8 @@ class OwnerMachine(RuleBasedStateMachine):
         except BaseException:
             shutil.rmtree(self._workdir, ignore_errors=True)
             raise
-        self._can_restart = _offers(harness_cls, Capability.RESTART, "restart_store")
-        self._can_fault = _offers(harness_cls, Capability.FAULTS, "inject_fault")
+        self._can_restart = unsupported_reason(harness_cls, Capability.RESTART) is None
+        self._can_fault = unsupported_reason(harness_cls, Capability.FAULTS) is None
         self._slow_restart = harness_cls.slow_restart
         self._restarted = False
         self._handles: dict[str, ArtifactReferenceOwner | None] = dict.fromkeys(HANDLES)
@@ -720,11 +715,6 @@ class OwnerMachine(RuleBasedStateMachine):
         raise OwnerMachineFailure(message) from cause
 
 
-def _offers(harness_cls: type[OwnerHarness], capability: Capability, method: str) -> bool:
-    implemented = getattr(harness_cls, method) is not getattr(OwnerHarness, method)
-    return implemented and capability not in harness_cls.unsupported
-
-
 def _under(fault: str | None) -> str:
     return f" under a {fault} fault" if fault else ""
 
@@ -842,19 +832,30 @@ def run_owner_machine(
     try:
         _run_as_test(machine, settings=config)
     except Exception as exc:
-        steps = [str(n) for n in getattr(exc, "__notes__", ())]
+        steps = _notes(exc)
         count = sum(1 for s in steps if s.startswith("state.") and s != "state.teardown()")
-        error = _error_text(exc)
+        cause = _owner_failure(exc)
+        error = f"{type(cause).__name__}: {cause}" if cause is not None else _error_text(exc)
         headline = error.splitlines()[0] if error else type(exc).__name__
         if len(headline) > 240:
             headline = headline[:237] + "..."
+        flaky = cause is not None and cause is not exc
+        note = (
+            [
+                "(Hypothesis could not make it fail again at once: timing-dependent; the steps "
+                "are those of the last failing run)"
+            ]
+            if flaky
+            else []
+        )
         return MachineResult(
             passed=False,
             summary=(
                 f"owner machine on {who}: FAILED, shrunk to {count} "
                 f"step{'' if count == 1 else 's'}: {headline}"
             ),
-            failure="\n".join([*steps, error]),
+            # The owner's failing step first, then the program that reproduces it.
+            failure="\n".join([error, *steps, *note]),
         )
     elapsed = time.perf_counter() - started
     return MachineResult(
@@ -864,6 +865,32 @@ def run_owner_machine(
             f"{step_count} steps in {elapsed:.1f} s"
         ),
     )
+
+
+def _owner_failure(exc: BaseException) -> BaseException | None:
+    """The :class:`OwnerMachineFailure` behind ``exc`` (a flaky-test wrapper holds it)."""
+    seen: set[int] = set()
+    pending: list[BaseException] = [exc]
+    while pending:
+        current = pending.pop(0)
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        if isinstance(current, OwnerMachineFailure):
+            return current
+        if isinstance(current, BaseExceptionGroup):
+            pending.extend(current.exceptions)
+        pending.extend(e for e in (current.__cause__, current.__context__) if e is not None)
+    return None
+
+
+def _notes(exc: BaseException) -> list[str]:
+    """Hypothesis's notes (the steps), from ``exc`` or the failure inside a wrapper."""
+    notes = [str(n) for n in getattr(exc, "__notes__", ())]
+    inner = _owner_failure(exc)
+    if inner is not None and inner is not exc:
+        notes += [str(n) for n in getattr(inner, "__notes__", ()) if str(n) not in notes]
+    return notes
 
 
 def _error_text(exc: BaseException) -> str:

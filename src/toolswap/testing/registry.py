@@ -13,7 +13,7 @@ Rules
 3. A check returns one line saying what held, or raises
    :class:`CheckFailed` saying what broke.  It needs the capabilities it
    declares and nothing else; without one it is skipped with the harness's
-   reason.
+   reason (``CLOCK`` excepted in a ``slow`` run: time then passes for real).
 4. Checks run promise by promise (O1 ... O8, GEN, ROW, then the deep
    harnesses), in registration order within a promise: simple sentences
    first, so the first failure in a report is usually the root cause.
@@ -34,8 +34,8 @@ if TYPE_CHECKING:
 
 __all__ = ["Check", "CheckFailed", "CheckSkipped", "CHECKS", "check", "checks_named"]
 
-_GROUP_ORDER = ("O1", "O2", "O3", "O4", "O5", "O6", "O7", "O8", "GEN", "ROW", "MODEL", "DEEP")
-_ID = re.compile(r"^(O[1-8]|GEN|ROW|MODEL|DEEP)\.[a-z0-9]+(-[a-z0-9]+)*$")
+_GROUP_ORDER = ("O1", "O2", "O3", "O4", "O5", "O6", "O7", "O8", "O9", "GEN", "ROW", "MODEL", "DEEP")
+_ID = re.compile(r"^(O[1-9]|GEN|ROW|MODEL|DEEP)\.[a-z0-9]+(-[a-z0-9]+)*$")
 
 #: Ids whose promise changed (rule 1): never registered again, so an old report
 #: line can never be read as the new promise.
@@ -64,6 +64,11 @@ class Check:
     run: Callable[[Bench], str] = attrs.field(eq=False, repr=False)
     needs: frozenset[Capability] = frozenset()
     slow: bool = False
+    waits: bool = False
+    """It holds a fence, starts a process or sleeps: no edge example, few drawn ones."""
+    generated: bool = True
+    """It draws its inputs from its bench (a sentence check); the deep harnesses draw
+    their own and take only the seed."""
 
     @property
     def group(self) -> str:
@@ -75,7 +80,13 @@ CHECKS: list[Check] = []
 
 
 def check(
-    check_id: str, promise: str, *, needs: Iterable[Capability] = (), slow: bool = False
+    check_id: str,
+    promise: str,
+    *,
+    needs: Iterable[Capability] = (),
+    slow: bool = False,
+    waits: bool = False,
+    generated: bool | None = None,
 ) -> Callable[[Callable[[Bench], str]], Callable[[Bench], str]]:
     """Register ``function`` as the check ``check_id`` for the sentence ``promise``."""
     if not _ID.match(check_id):
@@ -85,36 +96,59 @@ def check(
     if any(c.id == check_id for c in CHECKS):
         raise ValueError(f"duplicate check id {check_id!r}")
 
+    required = frozenset(needs)
+
     def register(function: Callable[[Bench], str]) -> Callable[[Bench], str]:
         CHECKS.append(
-            Check(id=check_id, promise=promise, run=function, needs=frozenset(needs), slow=slow)
+            Check(
+                id=check_id,
+                promise=promise,
+                run=function,
+                needs=required,
+                slow=slow,
+                waits=waits or Capability.OTHER_PROCESS in required,
+                generated=not slow if generated is None else generated,
+            )
         )
         return function
 
     return register
 
 
-def checks_named(ids: Iterable[str] | None) -> list[Check]:
+def checks_named(ids: Iterable[str] | None, exclude: Iterable[str] = ()) -> list[Check]:
     """The registered checks with these ids (all when ``None``), in run order.
 
     An id may also be a group (``O5``) or a prefix ending in ``*``
-    (``O5.fence-holds-back-*``).  An id that matches nothing is a
-    :class:`~toolswap.errors.UsageError`.
+    (``O5.fence-holds-back-*``); ``exclude`` takes the same forms and removes
+    what it matches.  An id that matches nothing is a
+    :class:`~toolswap.errors.UsageError` that names the nearest id.
     """
     from . import _all_checks  # noqa: F401  (registers every check module)
 
     ordered = sorted(CHECKS, key=lambda c: _GROUP_ORDER.index(c.group))
-    if ids is None:
-        return ordered
-    chosen: set[str] = set()
-    for wanted in ids:
-        if wanted.endswith("*"):
-            matched = {c.id for c in CHECKS if c.id.startswith(wanted[:-1])}
-        else:
-            matched = {c.id for c in CHECKS if c.id == wanted or c.group == wanted}
-        if not matched:
-            from ..errors import UsageError
-
-            raise UsageError(f"no conformance check matches {wanted!r} (see --list)")
-        chosen |= matched
+    chosen = {c.id for c in ordered} if ids is None else set().union(*map(_matching, ids))
+    chosen -= set().union(set(), *map(_matching, exclude))
     return [c for c in ordered if c.id in chosen]
+
+
+def _matching(wanted: str) -> set[str]:
+    if wanted.endswith("*"):
+        matched = {c.id for c in CHECKS if c.id.startswith(wanted[:-1])}
+    else:
+        matched = {c.id for c in CHECKS if c.id == wanted or c.group == wanted}
+    if not matched:
+        from ..errors import UsageError
+
+        raise UsageError(f"no conformance check matches {wanted!r}{nearest_hint(wanted)}")
+    return matched
+
+
+def nearest_hint(wanted: str) -> str:
+    """``; did you mean 'X'?`` for the registered id nearest to ``wanted`` (else see --list)."""
+    import difflib
+
+    from . import _all_checks  # noqa: F401
+
+    names = [c.id for c in CHECKS] + sorted({c.group for c in CHECKS})
+    close = difflib.get_close_matches(wanted, names, n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else " (see --list)"

@@ -22,7 +22,12 @@ def _summary(report: ConformanceReport) -> str:
     counts = report.counts()
     shown = ", ".join(f"{n} {v}" for v, n in counts.items() if n)
     verdict = "conforms" if report.passed else "DOES NOT CONFORM"
-    return f"{report.harness}: {verdict} ({shown}; {report.seconds:.1f} s)"
+    missing = (
+        "" if report.complete else f"; {(report.chosen or 0) - len(report.results)} did not run"
+    )
+    seed = "" if report.seed is None else f"; seed {report.seed}"
+    repeat = f"; each check {report.repeat} times" if report.repeat > 1 else ""
+    return f"{report.harness}: {verdict} ({shown}{missing}{repeat}; {report.seconds:.1f} s{seed})"
 
 
 def render_table(report: ConformanceReport, *, promises: bool = True) -> str:
