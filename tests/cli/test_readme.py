@@ -87,13 +87,20 @@ def scratch(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     return {"cwd": tmp_path_factory.mktemp("readme"), "source_id": None}
 
 
-def _env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k != "TOOLSWAP_SESSION_DIR"}
+BENCHMARKS = "python -m pytest -q benchmarks --benchmark-columns=mean,median,rounds"
+#: The servers' variables, left out of the background benchmark run: the kit's server
+#: tests crash-restart the shared servers while it runs, and a pair timed across a
+#: restart fails or measures the restart.  Those pairs run on their own (README).
+_SERVERS = ("TOOLSWAP_POSTGRES_DSN", "TOOLSWAP_ETCD_ENDPOINTS")
+
+
+def _env(command: str = "") -> dict[str, str]:
+    dropped = {"TOOLSWAP_SESSION_DIR", *(_SERVERS if command == BENCHMARKS else ())}
+    env = {k: v for k, v in os.environ.items() if k not in dropped}
     env["PYTHONPATH"] = str(ROOT)
     return env
 
 
-BENCHMARKS = "python -m pytest -q benchmarks --benchmark-columns=mean,median,rounds"
 #: Slow commands that depend on no earlier command (rule 7), slowest first.
 BACKGROUND = (
     "toolswap crashcheck",
@@ -108,7 +115,7 @@ def _run(command: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         ["bash", "-c", command],
         cwd=cwd,
-        env=_env(),
+        env=_env(command),
         capture_output=True,
         text=True,
         timeout=TIMEOUT,
@@ -149,7 +156,7 @@ class _Background:
         with subprocess.Popen(
             ["bash", "-c", command],
             cwd=cwd,
-            env=_env(),
+            env=_env(command),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
