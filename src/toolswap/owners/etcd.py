@@ -106,7 +106,13 @@ from ..owner import (
     require_sealable,
 )
 from ..testing.faults import FaultPlan
-from ..testing.harness import Capability, HarnessError, OwnerHarness, StoreFault
+from ..testing.harness import (
+    Capability,
+    HarnessError,
+    OwnerHarness,
+    RestartFromEnvironment,
+    StoreFault,
+)
 
 __all__ = [
     "DEFAULT_PREFIX",
@@ -1030,31 +1036,6 @@ _NO_POWER_LOSS = (
 )
 
 
-class _Support(Mapping[Capability, str]):
-    """``unsupported`` read from the environment at each look (children inherit it)."""
-
-    def _current(self) -> dict[Capability, str]:
-        found = {Capability.POWER_LOSS: _NO_POWER_LOSS}
-        if not os.environ.get(RESTART_ENV, "").strip():
-            found[Capability.RESTART] = (
-                f"set {RESTART_ENV} to a shell command that crash-restarts the "
-                "cluster (e.g. `.ci/etcd-cluster restart DIR`)"
-            )
-        return found
-
-    def __getitem__(self, key: Capability) -> str:
-        return self._current()[key]
-
-    def __iter__(self) -> Iterator[Capability]:
-        return iter(self._current())
-
-    def __len__(self) -> int:
-        return len(self._current())
-
-    def __repr__(self) -> str:
-        return repr(self._current())
-
-
 class EtcdHarness(OwnerHarness):
     """The conformance-kit harness of :class:`EtcdOwner` on a real cluster.
 
@@ -1070,7 +1051,11 @@ class EtcdHarness(OwnerHarness):
     Fences use 5 s leases, so a fence whose holder was killed is gone 5 s later.
     """
 
-    unsupported: ClassVar[Mapping[Capability, str]] = _Support()
+    unsupported: ClassVar[Mapping[Capability, str]] = RestartFromEnvironment(
+        {Capability.POWER_LOSS: _NO_POWER_LOSS},
+        RESTART_ENV,
+        "crash-restarts the cluster (e.g. `.ci/etcd-cluster restart DIR`)",
+    )
     slow_restart: ClassVar[bool] = True  # a cluster restart takes about a second
     shared_handles: ClassVar[bool] = True  # the adapter's docstring: one object, many threads
     owner_class: ClassVar[type[EtcdOwner]] = EtcdOwner

@@ -92,7 +92,13 @@ from ..owner import (
     OwnerConflictError,
     require_sealable,
 )
-from ..testing.harness import Capability, HarnessError, OwnerHarness, StoreFault
+from ..testing.harness import (
+    Capability,
+    HarnessError,
+    OwnerHarness,
+    RestartFromEnvironment,
+    StoreFault,
+)
 
 if TYPE_CHECKING:
     import psycopg
@@ -752,31 +758,6 @@ _NO_POWER_LOSS = (
 )
 
 
-class _RestartSupport(Mapping[Capability, str]):
-    """``unsupported`` read from the environment at each look (children inherit it)."""
-
-    def _current(self) -> dict[Capability, str]:
-        found = {Capability.POWER_LOSS: _NO_POWER_LOSS}
-        if not os.environ.get(RESTART_ENV, "").strip():
-            found[Capability.RESTART] = (
-                f"set {RESTART_ENV} to a shell command that restarts the "
-                "server (e.g. `.ci/postgres-cluster restart DIR`)"
-            )
-        return found
-
-    def __getitem__(self, key: Capability) -> str:
-        return self._current()[key]
-
-    def __iter__(self) -> Iterator[Capability]:
-        return iter(self._current())
-
-    def __len__(self) -> int:
-        return len(self._current())
-
-    def __repr__(self) -> str:
-        return repr(self._current())
-
-
 def _faultable_class(armed: list[StoreFault]) -> type[psycopg.Connection[Any]]:
     """A ``psycopg.Connection`` whose next statement fails as armed (one class per handle)."""
     driver = _psycopg()
@@ -819,7 +800,11 @@ class PostgresHarness(OwnerHarness):
     then loses the connection.
     """
 
-    unsupported: ClassVar[Mapping[Capability, str]] = _RestartSupport()
+    unsupported: ClassVar[Mapping[Capability, str]] = RestartFromEnvironment(
+        {Capability.POWER_LOSS: _NO_POWER_LOSS},
+        RESTART_ENV,
+        "restarts the server (e.g. `.ci/postgres-cluster restart DIR`)",
+    )
     slow_restart: ClassVar[bool] = True  # a server restart takes about a second
     shared_handles: ClassVar[bool] = True  # the adapter's docstring: one object, many threads
     owner_class: ClassVar[type[PostgresOwner]] = PostgresOwner

@@ -61,7 +61,7 @@ from __future__ import annotations
 import enum
 import importlib
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..errors import (
@@ -78,6 +78,7 @@ __all__ = [
     "Capability",
     "HarnessError",
     "OwnerHarness",
+    "RestartFromEnvironment",
     "StoreFault",
     "harness_import_path",
     "load_harness",
@@ -264,6 +265,42 @@ class OwnerHarness:
     def destroy(self) -> None:
         """Drop the store once the kit is done with it (the default does nothing;
         the work folder is removed by the kit)."""
+
+
+class RestartFromEnvironment(Mapping[Capability, str]):
+    """An ``unsupported`` mapping for a harness of a server the kit does not start.
+
+    ``always`` is unsupported whatever happens; RESTART is unsupported (saying
+    to set ``restart_env``) while that variable is unset or blank.  It is read
+    at each look, not once, so a child process sees what its parent set.
+    """
+
+    def __init__(
+        self, always: Mapping[Capability, str], restart_env: str, restarts_what: str
+    ) -> None:
+        self._always = dict(always)
+        self._restart_env = restart_env
+        self._restarts_what = restarts_what
+
+    def _current(self) -> dict[Capability, str]:
+        found = dict(self._always)
+        if not os.environ.get(self._restart_env, "").strip():
+            found[Capability.RESTART] = (
+                f"set {self._restart_env} to a shell command that {self._restarts_what}"
+            )
+        return found
+
+    def __getitem__(self, key: Capability) -> str:
+        return self._current()[key]
+
+    def __iter__(self) -> Iterator[Capability]:
+        return iter(self._current())
+
+    def __len__(self) -> int:
+        return len(self._current())
+
+    def __repr__(self) -> str:
+        return repr(self._current())
 
 
 def harness_import_path(harness: type[OwnerHarness]) -> str:
