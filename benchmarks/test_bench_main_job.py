@@ -13,7 +13,10 @@ ratios), beside each side's median time.  No time is asserted.
   process each time, against ``python -c pass`` (5x) and ``tail -n 2000``.
 * ``grep``: a fixed string and a regex in a 50 MB artifact, in process and
   from the command line, against GNU ``grep -n -F`` / ``grep -n`` (fixed: 2x
-  in process, 5x from the command line).
+  in process, 5x from the command line).  Beside them, the floor of any
+  Python command: a bare interpreter that maps the file and calls
+  ``bytes.find`` (no toolswap, no checks) against the same GNU grep, which
+  says how much of the command line's ratio no Python program can avoid.
 * ``ls``: listing a session whose journal holds 10,000 records against the
   same session with a 10-record journal, after the first call (1.3x).
 
@@ -212,6 +215,28 @@ def test_grep_command_against_gnu_grep(
     mine += ["-F"] if fixed else []
     gnu = ["grep", "-n", flag, pattern.replace(r"\w+", "[[:alnum:]_]+"), big["path"]]
     _paired(benchmark, lambda: _run(*mine), lambda: _run(*gnu))
+
+
+#: A grep with nothing but the interpreter: map the file, find the string, print offsets.
+_BARE_GREP = """
+import mmap, os, sys
+fd = os.open(sys.argv[2], os.O_RDONLY)
+mm = mmap.mmap(fd, 0, prot=mmap.PROT_READ)
+needle = sys.argv[1].encode()
+i = mm.find(needle)
+while i >= 0:
+    sys.stdout.write(f"{i}\\n")
+    i = mm.find(needle, i + 1)
+"""
+
+
+@pytest.mark.benchmark(group="main-job-grep")
+def test_bare_python_grep_against_gnu_grep(benchmark: Any, big: dict[str, str]) -> None:
+    """The floor under any Python grep command: start-up plus one ``bytes.find`` pass."""
+    bare = [sys.executable, "-c", _BARE_GREP, "ERROR: disk", big["path"]]
+    _paired(
+        benchmark, lambda: _run(*bare), lambda: _run("grep", "-n", "-F", "ERROR: disk", big["path"])
+    )
 
 
 # -- ls -------------------------------------------------------------------------------

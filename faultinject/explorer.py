@@ -260,6 +260,9 @@ class World:
         self.foreign: dict[str, bytes | None] = {}  # path -> bytes (None: a directory), not ours
         self.tampered: dict[str, bytes] = {}  # artifact name -> the bytes written over it
         self.witness = False  # cleanup is given the owner as its second witness (O9)
+        # the records a compaction moved out of the live file (a ghost no component reads):
+        # the checks judge the whole history, not only the tail that is left
+        self.compacted = b""
         self.violations: list[tuple[str, str]] = []
         self.outputs = 0
         self.ext = self.new_externalizer()
@@ -309,6 +312,31 @@ class World:
 
     def remove(self, txn: str) -> None:
         self.journal.remove_reference(txn, owner_remover(self.owner, txn))
+
+    def compact(self, *, delete_old: bool = False) -> None:
+        """Compact the journal; the ghost keeps the history it moves out of the live file."""
+        self.compacted = self.journal_history()
+        self.journal.compact(delete_old=delete_old)
+
+    def journal_history(self, *, durable: bool = False) -> bytes:
+        """Every complete record the journal ever held: the compacted ghost, then the live file.
+
+        Records are merged by their sequence number, so a live file that is still
+        the compacted one (a crash before the swap) is not counted twice.
+        """
+        if durable:
+            live = self.disk.durable_read(JOURNAL) or b""
+        else:
+            live = self.disk.read_file(JOURNAL) if self.disk.exists(JOURNAL) else b""
+        if not self.compacted:
+            return live
+        lines: dict[object, bytes] = {}
+        for data in (self.compacted, live):
+            for line in data.split(b"\n")[:-1]:
+                record = journal_records(line + b"\n")
+                key = record[0].get("sequence") if record else line
+                lines.setdefault(key, line)
+        return b"".join(line + b"\n" for line in lines.values())
 
     def hold(self, txn: str, claim: ArtifactRetentionClaim) -> None:
         """The owner holds ``claim`` under ``txn``, published behind the journal's back."""
@@ -375,7 +403,7 @@ class World:
             return
         shown = {t: self.shown[t] for t in self.conflicts_reported if t in self.shown}
         seen = observe_unlink(
-            journal=self.disk.read_file(JOURNAL) if self.disk.exists(JOURNAL) else b"",
+            journal=self.journal_history(),
             name=posixpath.basename(path),
             now=FAR,
             shown=shown,
@@ -389,8 +417,7 @@ class World:
     # -- S2, checked at every publish call that may write -------------------------
 
     def _prepared_durable(self, txn: str) -> bool:
-        data = self.disk.durable_read(posixpath.join(SESSION, "retention-leases.jsonl"))
-        for record in journal_records(data or b""):
+        for record in journal_records(self.journal_history(durable=True)):
             if record.get("transaction_id") == txn and record.get("phase") == "PREPARED":
                 return True
         return False
@@ -728,6 +755,35 @@ def _run_raw_gc(world: World) -> None:
     world.ext.apply_cleanup(plan, claims=claims, now=FAR)
 
 
+# -- compaction (docs/design.md section 5, "Compaction") -------------------------------------
+
+
+def _compaction_setup(world: World) -> None:
+    """Every kind of lease a compaction must keep or let go, and an orphan.
+
+    t1 is COMMITTED for 001 (kept); t2 was published for 002 and removed
+    (RELEASED: settled, leaves the live file); t3 is PREPARED for 003 and the
+    owner already shows it (kept: only reconciliation may settle it); 004 is an
+    orphan.
+    """
+    world.publish(world.externalize(), "t1")
+    world.publish(world.externalize(), "t2")
+    world.remove("t2")
+    world.prepare(world.externalize(), "t3")
+    world.hold("t3", world.claims["t3"])
+    world.externalize()
+
+
+def _run_compact(world: World) -> None:
+    world.compact()
+
+
+def _run_compact_delete_old_then_publish(world: World) -> None:
+    """Compact with the old file unlinked, then append to the new file (a new lease)."""
+    world.compact(delete_old=True)
+    world.publish(world.refs["tool_result_004.txt"], "t4")
+
+
 # -- another process at the same time: a racing publish, a second reconciler --------------------
 
 
@@ -981,6 +1037,12 @@ STANDARD_SCENARIOS: tuple[Scenario, ...] = (
         setup=_prepared_and_published,
         run=_run_two_reconcilers,
     ),
+    Scenario(name="compact", setup=_compaction_setup, run=_run_compact),
+    Scenario(
+        name="compact_delete_old_then_publish",
+        setup=_compaction_setup,
+        run=_run_compact_delete_old_then_publish,
+    ),
 )
 
 
@@ -1194,7 +1256,6 @@ def _recover_and_check(
     progress: list[tuple[str, str]] = []
     disk = world.disk
     owner = world.source  # crashes, in-flight writes: the owner's own mechanics
-    journal_path = posixpath.join(SESSION, "retention-leases.jsonl")
     before = _tool_results(disk)
     # S1 (durability): every externalization that returned left its bytes, unless the
     # run itself deleted the file (whether that was allowed is checked below)
@@ -1234,7 +1295,7 @@ def _recover_and_check(
     second = _externalize_once(world, found)  # S6: a new name never reuses an old one
     reused = second is not None and (second in before or second in world.names_ever)
     seen = observe_real(
-        journal=disk.read_file(journal_path) if disk.exists(journal_path) else b"",
+        journal=world.journal_history(),
         intents={**world.claims, **recovery.transactions},
         now=FAR,  # the clock cleanup ran at: retention is judged there
         view=view,

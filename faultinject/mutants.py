@@ -85,6 +85,12 @@ raw_cleanup_bypasses_journal    raw-claims cleanup runs although the session    
 ``gc_without_owner_witness``    cleanup given the owner never asks it: a          S1
                                 reference the owner shows, whose lease the
                                 journal lost, protects nothing
+``compaction_removes_early``    compaction starts the next file and archives      S6
+                                the old one before the checkpoint is fsynced
+                                (spec/compaction.py's mistake (a), C2)
+``compaction_drops_prepared``   the snapshot keeps COMMITTED leases only, as      S1
+                                if a PREPARED lease were settled (mistake
+                                (b), C1)
 ==============================  ================================================  =====
 """
 
@@ -117,6 +123,7 @@ from toolswap.journal import (
     Transaction,
     TransactionExistsError,
 )
+from toolswap.journal_compaction import Compactor
 from toolswap.journal_format import parse_line, validate_transaction_id
 from toolswap.owner import (
     ArtifactPublicationRejected,
@@ -753,6 +760,38 @@ def _gc_without_owner_witness() -> contextlib.AbstractContextManager[None]:
     return swap(cleanup, "_census", _census)
 
 
+# -- compaction: the checkpoint fsynced last ---------------------------------------------
+
+
+def _compaction_removes_early() -> contextlib.AbstractContextManager[None]:
+    def run(self: Compactor) -> None:
+        # the mistake: the order of spec/compaction.py's EARLY_REMOVAL_TRANSITIONS
+        self.write_snapshot()
+        self.fsync_snapshot()
+        self.write_checkpoint()
+        self.start_next()
+        self.archive_old()
+        if self.delete_old:
+            self.unlink_old()
+        self.fsync_checkpoint()
+
+    return swap(Compactor, "run", run)
+
+
+# -- compaction: a snapshot without the settled check -------------------------------------
+
+
+def _compaction_drops_prepared() -> contextlib.AbstractContextManager[None]:
+    original = vars(Compactor)["prepare"]
+
+    def prepare(self: Compactor, *, live: tuple[Any, ...], **rest: Any) -> None:
+        # the mistake: "has a resolution" taken for "settled"; PREPARED has none yet
+        kept = tuple(lease for lease in live if lease.phase is LeaseState.COMMITTED)
+        original(self, live=kept, **rest)
+
+    return swap(Compactor, "prepare", prepare)
+
+
 MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         name="publish_before_fsync",
@@ -899,6 +938,22 @@ MUTANTS: tuple[Mutant, ...] = (
         target="toolswap.cleanup._census",
         scenarios=("gc_owner_witness",),
         install=_gc_without_owner_witness,
+    ),
+    Mutant(
+        name="compaction_removes_early",
+        label="remove-before-checkpoint-durable",
+        mistake="compaction replaces and archives the old file before the checkpoint is durable",
+        target="toolswap.journal_compaction.Compactor.run",
+        scenarios=("compact", "compact_delete_old_then_publish"),
+        install=_compaction_removes_early,
+    ),
+    Mutant(
+        name="compaction_drops_prepared",
+        label="snapshot-without-settled-check",
+        mistake="the compaction snapshot keeps COMMITTED leases only (PREPARED taken as settled)",
+        target="toolswap.journal_compaction.Compactor.prepare",
+        scenarios=("compact", "compact_delete_old_then_publish"),
+        install=_compaction_drops_prepared,
     ),
 )
 

@@ -93,6 +93,10 @@ _ROWS = (
     Entry("gc-skips-name-denial", L1, code=True),
     Entry("unanchored-artifact-name", S7, code=True),
     Entry("reconcile-without-fence", S3, code=True),
+    # journal compaction's mistakes in the real code, named as spec/compaction.py's model
+    # names them (``toolswap explore --compaction-mistake``; C2 and C1 serve S6 and S1)
+    Entry("remove-before-checkpoint-durable", S6, code=True),
+    Entry("snapshot-without-settled-check", S1, code=True),
 )
 
 #: name -> entry, in the order the tools list them.

@@ -131,6 +131,8 @@ __all__ = [
     "Recovered",
     "Check",
     "SERVES",
+    "MISTAKE_BREAKS",
+    "mistake_names",
     "Model",
     "Violation",
     "Report",
@@ -415,6 +417,21 @@ SERVES: Mapping[Check, tuple[Invariant, ...]] = MappingProxyType(
         Check.C4: (Invariant.S1, Invariant.S2),
     }
 )
+
+
+#: The invariant each mistake must break (first) when it is switched on.
+MISTAKE_BREAKS: Mapping[Mistake, Check] = MappingProxyType(
+    {
+        Mistake.REMOVE_BEFORE_CHECKPOINT_DURABLE: Check.C2,
+        Mistake.SNAPSHOT_WITHOUT_SETTLED_CHECK: Check.C1,
+        Mistake.CHECKPOINT_NOT_ANCHORED: Check.C3,
+    }
+)
+
+
+def mistake_names() -> dict[str, Mistake]:
+    """Each mistake by the handle users type (``--compaction-mistake``, mutant labels)."""
+    return {m.name.lower().replace("_", "-"): m for m in Mistake}
 
 
 def _truth_live(state: State) -> dict[int, LeaseState]:

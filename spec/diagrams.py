@@ -4,7 +4,8 @@ Rules
 =====
 
 1. :func:`generate` turns the tables of :mod:`lease`, :mod:`owner`,
-   :mod:`actors`, :mod:`reconcile`, :mod:`cleanup` and :mod:`variants` into
+   :mod:`actors`, :mod:`reconcile`, :mod:`cleanup`, :mod:`compaction` and
+   :mod:`variants` into
    Markdown: one Mermaid ``stateDiagram-v2`` per machine, one Markdown table
    per decision table.  It reads the tables when called, so whatever the tables say now is
    what it draws.
@@ -28,7 +29,7 @@ import enum
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from . import actors, catalogue, cleanup, lease, owner, reconcile, variants
+from . import actors, catalogue, cleanup, compaction, lease, owner, reconcile, variants
 
 __all__ = [
     "BEGIN",
@@ -160,6 +161,21 @@ def _variants_table() -> str:
     return "#### Mistake variants (`variants.VARIANTS`)\n\n" + _table(head, rows)
 
 
+def _compaction_diagram() -> str:
+    edges = [(s, t, a.value) for (s, a), t in compaction.COMPACTION_TRANSITIONS.items()]
+    body = state_diagram(compaction.Pc.IDLE, edges)
+    return _mermaid("Journal compaction (`compaction.COMPACTION_TRANSITIONS`)", body)
+
+
+def _compaction_mistakes_table() -> str:
+    rows = [
+        (f"`{name}`", m.value, compaction.MISTAKE_BREAKS[m].value)
+        for name, m in compaction.mistake_names().items()
+    ]
+    head = ("mistake (`--compaction-mistake`)", "what it does", "must violate")
+    return "#### Compaction mistakes (`compaction.Mistake`)\n\n" + _table(head, rows)
+
+
 def generate() -> str:
     """The whole generated block (without the markers), from the tables as they are now."""
     parts = [
@@ -171,6 +187,8 @@ def generate() -> str:
         _rules_table("Cleanup apply re-validation (`cleanup.APPLY_RULES`)", cleanup.APPLY_RULES),
         _catalogue_table(),
         _variants_table(),
+        _compaction_diagram(),
+        _compaction_mistakes_table(),
     ]
     return "\n\n".join(parts) + "\n"
 

@@ -37,7 +37,10 @@ Which digest a read checks:
   names two, the read refuses with :class:`CorruptStateError` (S6: a name is
   bound to one content); if it names none, only the 48-bit prefix is checked.
   The externalizer keeps no sidecar next to an artifact, so the journal is the
-  only durable record of a full digest.
+  only durable record of a full digest.  After a compaction the evidence is
+  the live state (the last snapshot's leases and the tail); a settled lease's
+  claim is in the archive only, and a bare id it alone named is checked by its
+  prefix (docs/design.md section 5, "Compaction").
 * a journal that is missing, corrupt or cannot be read does not block a read
   of an intact artifact: the file is still verified, against what was verified
   of the journal before, else against the id's prefix.  Evidence can only add
@@ -1024,6 +1027,9 @@ class _JournalDigests:
     journal is verified only when it may say something new about the id read:
 
     * a warm read (the journal's identity unchanged) costs one lstat;
+    * after a compaction, the last checkpoint's snapshot (the live leases it
+      moved out of the file) is searched for the id's text too, once per id
+      while the checkpoint log is unchanged (``_snapshot_scanned``);
     * complete lines of the journal that were folded into ``_known``
       (``_complete``), or already searched for this id (``_scanned``), are not
       read again while the file only grows; the rest is searched for the id's
@@ -1050,6 +1056,11 @@ class _JournalDigests:
         self._settled: tuple[int, int, int, int, int] | None = None  # identity last verified
         self._complete = 0  # bytes of that file whose records are all in _known
         self._scanned: dict[str, int] = {}  # source id -> bytes of that file without its text
+        # After a compaction the live leases are in the last snapshot, not the file:
+        # (the checkpoint log's identity, its line count = the last checkpoint's index),
+        # and source id -> the log's identity when its snapshot was searched in vain.
+        self._checkpoints: tuple[tuple[int, int, int, int, int], int] | None = None
+        self._snapshot_scanned: dict[str, tuple[int, int, int, int, int]] = {}
 
     def for_source(self, source_id: str) -> dict[str, str]:
         """Full digest -> where the journal records it, for one (validated) source id."""
@@ -1072,17 +1083,53 @@ class _JournalDigests:
             self._complete = 0  # replaced, cut or rewritten in place: search it all again
             self._scanned.clear()
         start = max(self._complete, self._scanned.get(source_id, 0))
-        if start >= facts.size:
-            return
-        found, end = self._search(source_id, start)
-        if not found:
-            self._scanned[source_id] = end
+        found = False
+        if start < facts.size:
+            found, end = self._search(self._paths.journal, source_id, start)
+            if not found:
+                self._scanned[source_id] = end
+        if not found and not self._in_snapshot(source_id):
             return
         if self._refresh():
             self._settled = facts.identity
 
-    def _search(self, source_id: str, start: int) -> tuple[bool, int]:
-        """(does the id's text occur from ``start`` on, the line end it is absent up to).
+    def _in_snapshot(self, source_id: str) -> bool:
+        """Does the last checkpoint's snapshot name the id (a live lease compacted out of the
+        journal file)?  True when unsure.  Never compacted: one lstat, False.
+
+        The checkpoint log's entries are numbered 1, 2, ... one per line (the journal
+        checks it when it verifies), so the last snapshot is the log's line count; a
+        snapshot searched for an id is not searched again while the log is unchanged.
+        """
+        fs = self._fs
+        try:
+            log = fs.lstat(self._paths.checkpoint_log)
+        except FileNotFoundError:
+            return False
+        except OSError:
+            return True
+        if self._snapshot_scanned.get(source_id) == log.identity:
+            return False
+        if self._checkpoints is None or self._checkpoints[0] != log.identity:
+            try:
+                handle = fs.open_read(self._paths.checkpoint_log)
+                try:
+                    data = _pread_full(lambda n, at: fs.pread(handle, n, at), log.size, 0, log.size)
+                finally:
+                    fs.close(handle)
+            except OSError:
+                return True
+            self._checkpoints = (log.identity, data.count(b"\n"))
+        if not self._checkpoints[1]:
+            return False
+        found, _ = self._search(self._paths.snapshot(self._checkpoints[1]), source_id, 0)
+        if not found:
+            self._snapshot_scanned[source_id] = log.identity
+        return found
+
+    def _search(self, path: str, source_id: str, start: int) -> tuple[bool, int]:
+        """(does the id's text occur in ``path`` from ``start`` on, the line end it is absent
+        up to).
 
         ``start`` is a line end.  True when unsure (the file cannot be read).
         """
@@ -1090,7 +1137,7 @@ class _JournalDigests:
         needle = source_id.encode("ascii")  # parse_source_id allows ASCII only
         position = clean = start  # an id lies inside one line, so none straddles ``start``
         try:
-            handle = fs.open_read(self._paths.journal)
+            handle = fs.open_read(path)
         except OSError:
             return True, start  # let the journal's own verification decide
         try:

@@ -350,6 +350,11 @@ CRASH_POINTS = frozenset(
     {
         "cleanup.after_revalidate",
         "cleanup.after_unlink",
+        "compact.after_archive",
+        "compact.after_checkpoint_fsync",
+        "compact.after_next_started",
+        "compact.after_set_aside",
+        "compact.after_snapshot_fsync",
         "externalize.after_create",
         "externalize.before_dir_fsync",
         "externalize.before_fsync",

@@ -33,7 +33,10 @@ name is handed out:
 * the names on disk in ``tool-results/``;
 * every name claimed in the lease journal (each PREPARED intent's source
   id), after the journal verifies in full -- and the journal anchor must
-  agree that the journal is all there;
+  agree that the journal is all there.  After a compaction the settled
+  leases' intents are in the archive only; the snapshot's
+  ``artifact_high_water`` remembers their highest number
+  (:meth:`~toolswap.journal.ArtifactRetentionJournal.claimed_artifact_high_water`);
 * ``.artifact-deleted-high-water``: before cleanup unlinks anything it
   appends (and fsyncs) the highest number it is about to delete
   (:meth:`ArtifactHighWaterMark.record_deletion`), so a name that cleanup
@@ -180,7 +183,6 @@ class ArtifactHighWaterMark:
             fs.close(handle)
 
     def _claimed_in_journal(self) -> int:
-        from .domain import artifact_number, parse_source_id
         from .journal import ArtifactRetentionJournal
         from .journal_anchor import JournalAnchor
 
@@ -200,11 +202,8 @@ class ArtifactHighWaterMark:
                 f"{HIGH_WATER_NAME} with a number at least as high as any artifact "
                 "name ever used"
             ) from exc
-        numbers = [
-            artifact_number(parse_source_id(claim.source_id).filename)
-            for claim in journal.verified_intents().values()
-        ]
-        return max(numbers, default=0)
+        # compacted history included: the snapshot's artifact_high_water and the tail's intents
+        return journal.claimed_artifact_high_water()
 
     def _read_and_repair(self, handle: int) -> int:
         fs = self._fs

@@ -19,6 +19,10 @@ Rules
   RELEASED (the owner removed the reference) or ABORTED (a sealed absence)
   end it.  An observed identity that is not an artifact id of this session is
   recorded and reported, and protects nothing: it is never turned into a path.
+* After a compaction (:meth:`ArtifactRetentionJournal.compact`,
+  :mod:`toolswap.journal_compaction`) the file holds the tail: verification
+  starts from the last checkpoint's snapshot and head, and the sequence goes on
+  from there, so record counts (and the anchor) cover the whole chain.
 * Every append happens under the session lock (``SessionPaths.session_lock``),
   so threads and processes on one host keep one unbroken chain.
 * An owner is never called while the session lock is held (calling an owner
@@ -80,7 +84,7 @@ import threading
 import time as _time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import attrs
 
@@ -118,6 +122,17 @@ from .fs import (
     hard_link_message,
 )
 from .journal_anchor import ANCHOR_NAME, JournalAnchor
+from .journal_compaction import (
+    Base,
+    Checkpoint,
+    CompactionResult,
+    Compactor,
+    Snapshot,
+    SnapshotLease,
+    artifact_high_water,
+    read_base,
+    read_settled,
+)
 from .journal_format import (
     GENESIS_SHA256,
     MAX_RECORD_BYTES,
@@ -141,6 +156,7 @@ from .session import SessionPaths
 
 __all__ = [
     "ArtifactRetentionJournal",
+    "CompactionResult",
     "DanglingReferenceError",
     "IllegalTransitionError",
     "JournalCorruptError",
@@ -156,6 +172,7 @@ __all__ = [
 T = TypeVar("T")
 
 READ_CHUNK = 1 << 20
+_SETTLED = (LeaseState.RELEASED, LeaseState.ABORTED)
 
 
 @attrs.frozen(kw_only=True)
@@ -338,8 +355,20 @@ def _conflict_claim(identity: ObservedIdentity, session_id: str) -> ArtifactRete
         return None
 
 
+class _Latest(NamedTuple):
+    """What :class:`Transaction` needs of a lease's latest record."""
+
+    phase: LeaseState
+    sequence: int
+    time: float
+
+
 class _Fold:
-    """The verified state of a journal prefix; :meth:`apply` checks, then mutates."""
+    """The verified state of a journal prefix; :meth:`apply` checks, then mutates.
+
+    A compacted journal's fold starts from its last checkpoint's snapshot
+    (:meth:`start_from`): the live leases, and the head the live file chains from.
+    """
 
     def __init__(self, session_id: str) -> None:
         self.session_id = session_id
@@ -350,9 +379,45 @@ class _Fold:
         self.intents: dict[str, ArtifactRetentionClaim] = {}
         self.intent_sha256: dict[str, str] = {}
         self.pending: dict[str, None] = {}
-        self.latest: dict[str, JournalRecord] = {}
+        self.latest: dict[str, _Latest] = {}
         self.conflicts: dict[str, tuple[ObservedIdentity, ...]] = {}
         self.checkpoint: tuple[int, str] | None = None
+        self.base: Checkpoint | None = None  # the checkpoint the live file chains from
+        self.high_water_floor = 0  # the highest artifact number compacted history named
+
+    def start_from(self, checkpoint: Checkpoint, snapshot: Snapshot) -> None:
+        """Begin at ``checkpoint``'s head with its snapshot's live leases (a fresh fold only)."""
+        assert not self.sequence and not self.phases
+        self.base = checkpoint
+        self.sequence = checkpoint.records
+        self.last_sha256 = checkpoint.head_sha256
+        self.high_water_floor = snapshot.artifact_high_water
+        for lease in snapshot.leases:
+            txn = lease.transaction_id
+            self.phases[txn] = lease.phase
+            self.intents[txn] = lease.intent
+            self.intent_sha256[txn] = lease.intent_sha256
+            if lease.phase is LeaseState.PREPARED:
+                self.pending[txn] = None
+            self.latest[txn] = _Latest(lease.phase, lease.sequence, lease.time)
+            if lease.conflicts:
+                self.conflicts[txn] = lease.conflicts
+
+    def live_leases(self) -> tuple[SnapshotLease, ...]:
+        """Every lease that protects (PREPARED, COMMITTED), in journal order, for a snapshot."""
+        return tuple(
+            SnapshotLease(
+                transaction_id=txn,
+                phase=phase,
+                intent=self.intents[txn],
+                intent_sha256=self.intent_sha256[txn],
+                sequence=self.latest[txn].sequence,
+                time=self.latest[txn].time,
+                conflicts=self.conflicts.get(txn, ()),
+            )
+            for txn, phase in self.phases.items()
+            if lease_protects(phase)
+        )
 
     def check(self, record: JournalRecord, line_number: int) -> None:
         if record.sequence != self.sequence + 1:
@@ -392,7 +457,7 @@ class _Fold:
             self.pending.pop(txn, None)
         if record.phase is not LeaseNote.CONFLICT:  # a note: the phase stays PREPARED
             self.phases[txn] = record.phase
-            self.latest[txn] = record
+            self.latest[txn] = _Latest(record.phase, record.sequence, record.time)
         self.sequence = record.sequence
         self.last_sha256 = record.event_sha256
         self.size += size
@@ -405,11 +470,9 @@ class _Fold:
 
     def transaction(self, txn: str) -> Transaction:
         record = self.latest[txn]
-        phase = record.phase
-        assert isinstance(phase, LeaseState)  # latest holds lease records, never a note
         return Transaction(
             transaction_id=txn,
-            phase=phase,
+            phase=record.phase,
             claim=self.intents[txn],
             sequence=record.sequence,
             time=record.time,
@@ -468,6 +531,14 @@ class ArtifactRetentionJournal:
         self._depth = 0
         self._holder: int | None = None
         self._dir_synced_for: tuple[int, int] | None = None  # file whose entry we fsynced
+        self._stale = False  # a compaction failed half-way: verify from the start next time
+        # The checkpoint log's identity at the last verification from the start: if
+        # another process compacted (or died compacting), this object verifies again
+        # before it appends, never to a file that was compacted.
+        self._log_identity: tuple[int, int, int, int, int] | None = None
+        # The settled index of the checkpoint the live file chains from, once read and
+        # checked (keyed by that checkpoint's entry_sha256): read lazily, never by recovery.
+        self._settled_cache: tuple[str, frozenset[str]] | None = None
         self._anchor = JournalAnchor(self._paths, fs)
         # What the constructor verified, until the first recover() uses it or
         # any other operation looks at the file (see recover()).
@@ -498,14 +569,17 @@ class ArtifactRetentionJournal:
         return self._paths
 
     def exists(self) -> bool:
-        """True once a journal file exists (even empty or torn): raw-claims cleanup must refuse."""
-        try:
-            self._fs.lstat(self._paths.journal)
-        except FileNotFoundError:
-            return False
-        except OSError as exc:
-            raise EnvironmentFailure(f"cannot stat the lease journal: {exc.strerror}") from exc
-        return True
+        """True once a journal file (even empty or torn) or a checkpoint log exists:
+        raw-claims cleanup must refuse."""
+        for path in (self._paths.journal, self._paths.checkpoint_log):
+            try:
+                self._fs.lstat(path)
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                raise EnvironmentFailure(f"cannot stat the lease journal: {exc.strerror}") from exc
+            return True
+        return False
 
     def prepare(
         self,
@@ -517,6 +591,7 @@ class ArtifactRetentionJournal:
         """Append PREPARED for a new transaction, after checking the artifact under the lock.
 
         Raises :class:`TransactionExistsError` (nothing written) for a known id,
+        a live one or one settled before a checkpoint (S5: its settled index says so),
         :class:`DanglingReferenceError` for a missing artifact,
         :class:`~toolswap.errors.ArtifactNotOwnedError` for anything but a
         regular file of ours, :class:`~toolswap.errors.ArtifactIntegrityError`
@@ -533,6 +608,12 @@ class ArtifactRetentionJournal:
                 raise TransactionExistsError(
                     f"transaction {txn!r} already exists "
                     f"({self._fold.phases[txn].value}); reconcile it, never replay it"
+                )
+            settled_at = self._settled_before(txn)
+            if settled_at is not None:
+                raise TransactionExistsError(
+                    f"transaction {txn!r} already exists (settled, RELEASED or ABORTED, "
+                    f"before checkpoint {settled_at}); never replay it"
                 )
             self._verify_artifact(claim)
             self._append(txn, LeaseState.PREPARED, claim, now)
@@ -613,8 +694,159 @@ class ArtifactRetentionJournal:
         return value
 
     def verified_intents(self) -> dict[str, ArtifactRetentionClaim]:
-        """Transaction id -> claim, as of the last verification; no I/O, no lock."""
+        """Transaction id -> claim, as of the last verification; no I/O, no lock.
+
+        After a compaction, settled leases' intents are in the archive only;
+        :meth:`claimed_artifact_high_water` still counts them.
+        """
         return dict(self._fold.intents)
+
+    def claimed_artifact_high_water(self) -> int:
+        """The highest artifact number any intent ever named, compacted history included."""
+        return artifact_high_water(self._fold.intents, self._fold.high_water_floor)
+
+    def compact(self, *, delete_old: bool = False) -> CompactionResult:
+        """Move the live leases into a snapshot and start the next file (docs/design.md
+        section 5, "Compaction"; the steps are ``spec/compaction.py``'s, in its order).
+
+        Under the session lock throughout: verify, cut a torn tail, raise the anchor
+        to the whole chain's record count, then :class:`Compactor` runs the steps.
+        The compacted file goes to ``journal-archive/`` (``delete_old``: unlinked).
+        Raises :class:`UsageError` when no record was appended since the last
+        checkpoint, :class:`JournalCorruptError` for a journal that does not verify.
+        """
+        with self._locked():
+            self._refresh()
+            fold = self._fold
+            base = fold.base
+            if fold.sequence == (0 if base is None else base.records):
+                raise UsageError("nothing to compact: no record since the last checkpoint")
+            records_before = fold.sequence - (0 if base is None else base.records)
+            try:
+                if self._torn is not None:
+                    self._cut_torn_tail()
+                self._anchor.raise_to(fold.sequence)  # the anchor counts the whole chain
+                # S5 outlives the compaction: the settled index is cumulative
+                settled = self._settled_ids(base) | {
+                    txn for txn, phase in fold.phases.items() if phase in _SETTLED
+                }
+                compactor = Compactor(self._paths, self._fs)
+                compactor.prepare(
+                    base=base,
+                    records=fold.sequence,
+                    head_sha256=fold.last_sha256,
+                    live=fold.live_leases(),
+                    high_water=self.claimed_artifact_high_water(),
+                    settled=settled,
+                    delete_old=delete_old,
+                )
+                compactor.run()
+            except OSError as exc:
+                self._stale = True
+                raise JournalWriteError(
+                    f"cannot compact the lease journal: {exc.strerror or type(exc).__name__}"
+                ) from exc
+            except BaseException:
+                self._stale = True
+                raise
+            checkpoint = compactor.checkpoint
+            assert checkpoint is not None
+            snapshot = Snapshot(
+                session_id=fold.session_id,
+                checkpoint=checkpoint.index,
+                records=checkpoint.records,
+                head_sha256=checkpoint.head_sha256,
+                artifact_high_water=compactor.high_water,
+                leases=compactor.live,
+            )
+            self._adopt(Base(checkpoint=checkpoint, snapshot=snapshot))
+            self._settled_cache = (checkpoint.entry_sha256, frozenset(settled))
+            return CompactionResult(
+                checkpoint=checkpoint.index,
+                records_before=records_before,
+                records_after=0,
+                total_records=checkpoint.records,
+                live_leases=checkpoint.live_leases,
+                archived=None if delete_old else self._paths.archived_journal(checkpoint.index),
+            )
+
+    def verify_settled_index(self) -> int:
+        """Read and check the last checkpoint's settled index (``journal verify``); returns
+        how many settled ids it holds (0: never compacted).  Raises
+        :class:`JournalCorruptError` (reason ``snapshot``) for a missing or edited index.
+        """
+        if not self.exists():  # never compacted; and asking must not create the session
+            return 0
+        with self._locked():
+            self._refresh()
+            base = self._fold.base
+            if base is None:
+                return 0
+            ids = read_settled(self._paths, self._fs, base)  # always from the file
+            self._settled_cache = (base.entry_sha256, ids)
+            return len(ids)
+
+    def _settled_ids(self, base: Checkpoint | None) -> frozenset[str]:
+        """Checkpoint ``base``'s settled index, read and checked once per journal object
+        (under the lock).  Lazy: recovery never calls it, only an operation that meets a
+        transaction id the live state does not hold, and the next compaction."""
+        if base is None or not base.settled_count:
+            return frozenset()
+        cached = self._settled_cache
+        if cached is not None and cached[0] == base.entry_sha256:
+            return cached[1]
+        ids = read_settled(self._paths, self._fs, base)
+        self._settled_cache = (base.entry_sha256, ids)
+        return ids
+
+    def _settled_before(self, txn: str) -> int | None:
+        """The checkpoint whose settled index holds ``txn`` (it was RELEASED or ABORTED in a
+        compacted file), or None; for an id the live state does not hold (under the lock)."""
+        base = self._fold.base
+        return base.index if base is not None and txn in self._settled_ids(base) else None
+
+    def _refuse_settled(self, txn: str) -> None:
+        """S5 after a compaction: an id settled before a checkpoint never moves again."""
+        settled_at = self._settled_before(txn)
+        if settled_at is not None:
+            raise IllegalTransitionError(
+                f"transaction {txn!r} was settled (RELEASED or ABORTED) before checkpoint "
+                f"{settled_at}: it never moves again (S5); its records are in the archive"
+            )
+
+    def _adopt(self, base: Base) -> None:
+        """After our own compaction: the fold is the snapshot, the live file the new one."""
+        fold = _Fold(self._paths.session_id)
+        fold.start_from(base.checkpoint, base.snapshot)
+        self._fold = fold
+        self._torn = None
+        self._opened = None
+        try:
+            self._log_identity = self._checkpoint_log_identity()
+            facts = self._fs.lstat(self._paths.journal)
+        except (OSError, EnvironmentFailure):
+            self._identity = None
+            self._stale = True
+            return
+        self._identity = (facts.device, facts.inode)
+        self._dir_synced_for = self._identity  # the compaction fsynced its directory entry
+
+    def _cut_torn_tail(self) -> None:
+        """Cut the torn tail seen by the last refresh, durably (as an append would first)."""
+        fs, fold = self._fs, self._fold
+        handle = fs.open_append(self._paths.journal)
+        try:
+            facts = fs.fstat(handle)
+            assert self._torn is not None
+            if facts.size != fold.size + self._torn.length:
+                raise JournalCorruptError(
+                    fold.sequence + 1, "rewritten", "journal changed outside the session lock"
+                )
+            fs.ftruncate(handle, fold.size)
+            fs.fsync(handle)
+        finally:
+            fs.close(handle)
+        self._torn = None
 
     #: Benchmark baseline only: verify again in the first recover() after open.
     _verify_twice_on_open = False
@@ -687,7 +919,8 @@ class ArtifactRetentionJournal:
         Other pending results write nothing.  The terminal event is appended inside the
         fence, after the tombstone (S3).  Idempotent; of concurrent reconcilers
         at most one appends the terminal event, the others report ``already_*``
-        (S5).  Raises :class:`UnknownTransactionError` for an id with no record.
+        (S5).  Raises :class:`UnknownTransactionError` for an id with no record, and
+        :class:`IllegalTransitionError` for one settled before a checkpoint.
         """
         txn = validate_transaction_id(transaction_id)
         self._refuse_owner_call_under_lock("reconcile_reference")
@@ -856,6 +1089,8 @@ class ArtifactRetentionJournal:
         with self._locked():
             self._refresh()
             phase = self._fold.phases.get(txn)
+            if phase is None:
+                self._refuse_settled(txn)
         if phase is None:
             raise UnknownTransactionError(f"no transaction {txn!r} in the journal")
         return phase
@@ -868,6 +1103,7 @@ class ArtifactRetentionJournal:
             self._refresh()
             current = self._fold.phases.get(txn)
             if current is None:
+                self._refuse_settled(txn)
                 raise UnknownTransactionError(f"no transaction {txn!r} in the journal")
             moved = lease_step(current, target)
             if moved is None:
@@ -929,7 +1165,7 @@ class ArtifactRetentionJournal:
         )
 
     def _refresh_missing(self) -> None:
-        if self._fold.size:
+        if self._fold.size or self._fold.sequence:
             raise JournalCorruptError(self._fold.sequence, "vanished", "verified journal is gone")
         self._check_anchor(0, "vanished", "the lease journal is gone")
         self._identity = None
@@ -957,10 +1193,17 @@ class ArtifactRetentionJournal:
         self._opened = None
         if self._poisoned is not None:
             raise self._poisoned
+        if self._stale or self._checkpoint_log_identity() != self._log_identity:
+            self._full_verify()
+            self._stale = False
+            return
         try:
             facts = self._fs.lstat(self._paths.journal)
         except FileNotFoundError:
-            self._refresh_missing()
+            if self._fold.base is not None or self.exists():
+                self._full_verify()  # a checkpoint log: it says what must be there
+            else:
+                self._refresh_missing()
             return
         except OSError as exc:
             raise EnvironmentFailure(f"cannot stat the lease journal: {exc.strerror}") from exc
@@ -977,14 +1220,43 @@ class ArtifactRetentionJournal:
             return
         self._read_from(self._fold)
 
+    def _checkpoint_log_identity(self) -> tuple[int, int, int, int, int] | None:
+        try:
+            return self._fs.lstat(self._paths.checkpoint_log).identity
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise EnvironmentFailure(f"cannot stat the checkpoint log: {exc.strerror}") from exc
+
     def _full_verify(self) -> None:
+        """Verify from the start: the last checkpoint's snapshot (if any), then the live file."""
         fold = _Fold(self._paths.session_id)
-        if self._fold.sequence:
-            fold.checkpoint = (self._fold.sequence, self._fold.last_sha256)
+        self._log_identity = self._checkpoint_log_identity()
+        base = read_base(self._paths, self._fs)
+        if base is not None:
+            fold.start_from(base.checkpoint, base.snapshot)
+        seen = (self._fold.sequence, self._fold.last_sha256)
+        if seen[0] > fold.sequence:
+            fold.checkpoint = seen  # the tail must pass through what was verified before
+        elif seen[0] and seen[0] == fold.sequence and seen[1] != fold.last_sha256:
+            self._poisoned = JournalCorruptError(
+                fold.sequence, "rewritten", "journal lost records verified before"
+            )
+            raise self._poisoned
         self._fold = fold
         self._identity = None
         self._torn = None
-        self._read_from(fold)
+        try:
+            self._read_from(fold)
+        except JournalCorruptError as exc:
+            if base is None and exc.line_number == 1 and exc.reason in {"sequence", "chain"}:
+                raise JournalCorruptError(
+                    1,
+                    "checkpoint",
+                    "the journal file does not start at the first record, and no checkpoint "
+                    "log covers the records before it",
+                ) from exc
+            raise
         if fold.checkpoint is not None:
             self._poisoned = JournalCorruptError(
                 fold.sequence + 1, "rewritten", "journal lost records verified before"

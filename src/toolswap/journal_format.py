@@ -120,6 +120,9 @@ CORRUPTION_REASONS = frozenset(
         "vanished",  # a verified journal is gone
         "not_regular",  # the journal is not a regular file
         "oversized",  # a line or final piece longer than any record (MAX_RECORD_BYTES)
+        "checkpoint",  # a checkpoint log entry is malformed or does not follow the one before
+        "snapshot",  # a snapshot is missing, malformed or not the one its checkpoint names
+        "not_chained",  # the live file does not chain from the last checkpoint
     }
 )
 

@@ -4,7 +4,10 @@ A session folder holds::
 
     <session_dir>/
         tool-results/tool_result_NNN.txt   artifacts (immutable once written)
-        retention-leases.jsonl             the lease journal
+        retention-leases.jsonl             the lease journal (after a compaction: its tail)
+        .journal-checkpoints               the checkpoint log of compactions (never compacted)
+        .journal-snapshot-<k>              checkpoint k's live leases
+        journal-archive/retention-leases-<k>.jsonl   the file checkpoint k compacted (kept)
         .journal-anchor                    a lower bound on the journal's records
         .artifact-high-water               the highest artifact number ever handed out
         .artifact-deleted-high-water       the highest number cleanup is about to delete
@@ -28,11 +31,23 @@ from .domain import is_artifact_filename, parse_source_id, validate_session_id
 from .errors import EnvironmentFailure, InvalidSourceId, UsageError
 from .fs import REAL_FS, FileSystem, locked
 
-__all__ = ["SessionPaths", "TOOL_RESULTS", "JOURNAL_NAME", "LOCK_NAME", "DEFAULT_SESSION_ENV"]
+__all__ = [
+    "SessionPaths",
+    "TOOL_RESULTS",
+    "JOURNAL_NAME",
+    "LOCK_NAME",
+    "CHECKPOINT_LOG_NAME",
+    "SNAPSHOT_PREFIX",
+    "ARCHIVE_DIR",
+    "DEFAULT_SESSION_ENV",
+]
 
 TOOL_RESULTS = "tool-results"
 JOURNAL_NAME = "retention-leases.jsonl"
 LOCK_NAME = ".session.lock"
+CHECKPOINT_LOG_NAME = ".journal-checkpoints"
+SNAPSHOT_PREFIX = ".journal-snapshot-"
+ARCHIVE_DIR = "journal-archive"
 DEFAULT_SESSION_ENV = "TOOLSWAP_SESSION_DIR"
 
 
@@ -65,6 +80,31 @@ class SessionPaths:
     @property
     def lock(self) -> str:
         return os.path.join(self.root, LOCK_NAME)
+
+    # -- compaction (docs/design.md section 5, "Compaction") --
+
+    @property
+    def checkpoint_log(self) -> str:
+        return os.path.join(self.root, CHECKPOINT_LOG_NAME)
+
+    def snapshot(self, checkpoint: int) -> str:
+        return os.path.join(self.root, f"{SNAPSHOT_PREFIX}{int(checkpoint)}")
+
+    @property
+    def journal_next(self) -> str:
+        """The next journal file while a compaction starts it."""
+        return self.journal + ".next"
+
+    def journal_set_aside(self, checkpoint: int) -> str:
+        """The file checkpoint ``checkpoint`` compacted, between the swap and the archive."""
+        return f"{self.journal}.compacted-{int(checkpoint)}"
+
+    @property
+    def journal_archive(self) -> str:
+        return os.path.join(self.root, ARCHIVE_DIR)
+
+    def archived_journal(self, checkpoint: int) -> str:
+        return os.path.join(self.journal_archive, f"retention-leases-{int(checkpoint)}.jsonl")
 
     def artifact_path(self, filename: str) -> str:
         """The path of one artifact name; refuses anything but ``tool_result_NNN.txt``."""

@@ -201,3 +201,50 @@ def test_symmetry_reduction_is_reported_and_can_be_switched_off(
     a, b = json.loads(reduced), json.loads(full)
     assert (a["symmetry"], b["symmetry"]) == (2, 1)
     assert a["states"] < b["states"] and a["violations"] == b["violations"] == 0
+
+
+# -- the compaction model (spec/compaction.py) --------------------------------------
+
+
+def test_the_compaction_model_exits_0_with_its_state_count(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`--compaction` explores C1-C4 over the whole default model and says none broke."""
+    code, out, err = _run(["--compaction"], capsys)
+    assert (code, err) == (EXIT_OK, "")
+    assert "compaction model: 62,789 states, 121,998 transitions" in out
+    assert "no violation: C1-C4 hold in every reachable state" in out
+
+
+@pytest.mark.parametrize(
+    "name, broken, steps",
+    [
+        ("remove-before-checkpoint-durable", "C2", 5),
+        ("snapshot-without-settled-check", "C1", 5),
+        ("checkpoint-not-anchored", "C3", 8),
+    ],
+)
+def test_a_compaction_mistake_prints_its_shortest_trace_and_exits_1(
+    name: str, broken: str, steps: int, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each compaction mistake is caught by the invariant it breaks, with a numbered trace."""
+    code, out, _ = _run(["--compaction-mistake", name], capsys)
+    assert code == EXIT_VIOLATION
+    assert f"shortest trace ({steps} steps):" in out and f"\n  {steps}. " in out
+    assert f"expected violation of {broken} " in out and out.rstrip().endswith("found.")
+
+
+def test_compaction_json_carries_the_trace(capsys: pytest.CaptureFixture[str]) -> None:
+    """`--json` gives the checks broken, the reasons and the trace as sentences."""
+    code, out, _ = _run(["--compaction-mistake", "checkpoint-not-anchored", "--json"], capsys)
+    doc = json.loads(out)
+    assert code == EXIT_VIOLATION == doc["exit_status"]
+    assert doc["violation"]["checks"] == ["C3 anchor supported"]
+    assert doc["violation"]["trace"][-1].startswith("attack: someone restores")
+
+
+def test_compaction_refuses_the_protocol_options(capsys: pytest.CaptureFixture[str]) -> None:
+    """The protocol's --variant/--bounds mean nothing to the compaction model: usage error."""
+    code = main(["explore", "--compaction", "--variant", "publish-before-prepared"])
+    captured = capsys.readouterr()
+    assert code == 2 and "--compaction takes none of" in captured.err

@@ -176,3 +176,63 @@ def test_show_json_names_every_artifact_behind_a_digest(
     assert main(["journal", "show", "--session", str(session), "--json"]) == 0
     document = json.loads(capsys.readouterr().out)
     assert document["claim_sources"] == {first.content_sha256: [first.source_id, second.source_id]}
+
+
+def test_compact_says_what_it_did_and_keeps_the_live_leases(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`journal compact` prints one line (records before/after, live leases, where the old
+    file went); `journal show` then lists the same leases on the same record count."""
+    session = _session(tmp_path)
+    assert main(["journal", "compact", "--session", str(session)]) == 0
+    out = capsys.readouterr().out
+    assert out == (
+        "compacted: 3 records -> 0 in the live file (checkpoint 1, 3 records in the chain), "
+        "2 live leases kept, old file archived to journal-archive/retention-leases-1.jsonl\n"
+    )
+    assert (session / "journal-archive" / "retention-leases-1.jsonl").exists()
+    assert main(["journal", "show", "--session", str(session), "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["states"] == {"done": "COMMITTED", "open\u2028id": "PREPARED"}
+    assert document["record_count"] == 3
+
+
+def test_compact_delete_old_and_nothing_to_compact(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--delete-old` unlinks the compacted file; compacting again with no new record is a
+    one-line error (exit 2), not a second checkpoint."""
+    session = _session(tmp_path)
+    assert main(["journal", "compact", "--session", str(session), "--delete-old"]) == 0
+    assert capsys.readouterr().out.endswith("old file deleted\n")
+    assert not (session / "journal-archive" / "retention-leases-1.jsonl").exists()
+    assert main(["journal", "compact", "--session", str(session)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "nothing to compact" in err
+
+
+def test_compact_refuses_a_corrupt_journal_with_exit_2(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A journal that does not verify is never compacted: exit 2, the reason, nothing written."""
+    session = _session(tmp_path)
+    _corrupt_line_two(session)
+    assert main(["journal", "compact", "--session", str(session), "--json"]) == 2
+    document = json.loads(capsys.readouterr().out)
+    assert document["ok"] is False and document["reason"] == "hash"
+    assert not (session / ".journal-checkpoints").exists()
+
+
+def test_verify_reads_the_settled_index_and_exits_2_when_it_is_gone(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Recovery never needs the settled index (S5 after compaction); `journal verify` reads
+    it all the same, so a deleted one is exit 2 (reason snapshot) before anything needs it."""
+    session = _session(tmp_path)
+    assert main(["journal", "compact", "--session", str(session)]) == 0
+    assert main(["journal", "verify", "--session", str(session)]) == 0
+    capsys.readouterr()
+    (session / ".journal-settled-1").unlink()
+    assert main(["journal", "verify", "--session", str(session), "--json"]) == 2
+    document = json.loads(capsys.readouterr().out)
+    assert document["reason"] == "snapshot" and "settled index 1" in document["detail"]

@@ -196,3 +196,29 @@ def test_a_corrupt_deletion_record_refuses_reconstruction(tmp_path: pathlib.Path
 
 def test_a_fresh_session_still_starts_at_one(tmp_path: pathlib.Path) -> None:
     assert _name(_ext(tmp_path), BIG) == "tool_result_001.txt"
+
+
+def test_names_claimed_by_compacted_settled_leases_are_not_handed_out_again(
+    tmp_path: pathlib.Path,
+) -> None:
+    """S6 after a compaction: a settled lease's intent leaves the live state, but the name it
+    claimed (artifact 9) is remembered by the snapshot's artifact_high_water."""
+    from toolswap.domain import ArtifactRetentionClaim
+    from toolswap.high_water import DELETED_NAME
+    from toolswap.journal import ArtifactRetentionJournal
+
+    ext = _ext(tmp_path)
+    for i in range(9):
+        result = ext.externalize(BIG + b"%d\n" % i, "bash")
+    assert result.artifact is not None and result.artifact.path.endswith("_009.txt")
+    claim = ArtifactRetentionClaim.from_memory_reference(result.artifact.for_memory())
+    journal = ArtifactRetentionJournal(tmp_path / "sess")
+    journal.publish_reference(claim, lambda: None, "t9")
+    journal.remove_reference("t9", lambda: None)
+    journal.compact()
+    assert journal.verified_intents() == {}  # the settled intent is in the archive only
+    for name in os.listdir(ext.tool_results_dir):  # gone by hand: no deletion record
+        os.unlink(os.path.join(ext.tool_results_dir, name))
+    _mark(tmp_path).unlink()
+    (tmp_path / "sess" / DELETED_NAME).unlink(missing_ok=True)
+    assert _name(_ext(tmp_path), BIG + b"new\n") == "tool_result_010.txt"

@@ -49,3 +49,44 @@ def test_a_mark_created_by_a_returned_advance_survives_a_power_cut() -> None:
     assert ArtifactHighWaterMark(paths, disk).advance(0) == 1
     disk.crash("drop")  # only what was made durable is left
     assert disk.read_file(f"/s/{HIGH_WATER_NAME}") == b"1\n"
+
+
+def test_a_deletion_record_created_by_a_returned_call_survives_a_power_cut() -> None:
+    """record_deletion returns only once the number and the file's name are durable."""
+    from toolswap.faultinject.disk import SimulatedDisk
+
+    paths = SessionPaths.at("/s")
+    disk = SimulatedDisk()
+    disk.makedirs(paths.tool_results)
+    disk.fsync_dir("/s")
+    ArtifactHighWaterMark(paths, disk).record_deletion(7)
+    disk.crash("drop")
+    assert disk.read_file(f"/s/{DELETED_NAME}") == b"7\n"
+
+
+def test_a_number_appended_to_an_existing_deletion_record_survives_a_power_cut() -> None:
+    """The second number is fsynced too, not only the file's creation."""
+    from toolswap.faultinject.disk import SimulatedDisk
+
+    paths = SessionPaths.at("/s")
+    disk = SimulatedDisk()
+    disk.makedirs(paths.tool_results)
+    disk.fsync_dir("/s")
+    mark = ArtifactHighWaterMark(paths, disk)
+    mark.record_deletion(7)
+    mark.record_deletion(9)
+    disk.crash("drop")
+    assert disk.read_file(f"/s/{DELETED_NAME}") == b"7\n9\n"
+
+
+def test_a_repaired_torn_mark_stays_repaired_after_a_power_cut() -> None:
+    """The cut of a torn last line is fsynced: a power cut does not bring the torn line back."""
+    from toolswap.faultinject.disk import SimulatedDisk
+
+    paths = SessionPaths.at("/s")
+    disk = SimulatedDisk()
+    disk.makedirs(paths.tool_results)
+    disk.put_file(f"/s/{HIGH_WATER_NAME}", b"3\n1")  # what a crash left of an append of "14\n"
+    assert ArtifactHighWaterMark(paths, disk).advance(0) == 4
+    disk.crash("drop")
+    assert disk.read_file(f"/s/{HIGH_WATER_NAME}") == b"3\n4\n"

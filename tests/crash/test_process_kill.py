@@ -1,7 +1,7 @@
 """Real-process kills: a child dies at a named crash point, the parent recovers on the real disk.
 
 The child runs :func:`workflow` (externalize, publish, a rejected publish, a
-reconciled abort, remove, an append after a torn tail, GC) with
+reconciled abort, remove, an append after a torn tail, a compaction, GC) with
 ``TOOLSWAP_FAILPOINT`` naming one crash point, and dies there with
 ``os._exit`` or SIGKILL (``TOOLSWAP_FAILPOINT_MODE``).  The parent then
 recovers with fresh objects -- the journal, a new :class:`SQLiteOwner` on the
@@ -85,6 +85,7 @@ def workflow(session: str, db: str, fs: FileSystem = REAL_FS) -> None:
         torn.write(b'{"version":1,"seq')
     journal = ArtifactRetentionJournal(session, fs=fs)
     journal.publish_reference(kept, owner_publisher(owner, "t4", kept), "t4")
+    journal.compact()  # the settled history leaves the live file; t4's lease stays
     _gc(ext, journal)
     owner.close()
 

@@ -57,6 +57,12 @@ EXPECTED = {
     Mistake.CHECKPOINT_NOT_ANCHORED: (Check.C3, 8),
 }
 
+
+def test_each_mistake_names_the_invariant_its_trace_breaks() -> None:
+    """MISTAKE_BREAKS (what the CLI and SPEC.md show) agrees with what exploring finds."""
+    assert {m: c for m, (c, _) in EXPECTED.items()} == dict(compaction.MISTAKE_BREAKS)
+
+
 #: The correct model under the default bounds; a change means it gained or lost behaviour.
 STATES, TRANSITIONS = 62_789, 121_998
 

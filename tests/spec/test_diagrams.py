@@ -7,7 +7,7 @@ from types import MappingProxyType
 
 import pytest
 import toolswap.spec
-from toolswap.spec import actors, diagrams, lease, reconcile
+from toolswap.spec import actors, compaction, diagrams, lease, reconcile
 from toolswap.spec.lease import LeaseAction, LeaseState
 
 SPEC_MD = pathlib.Path(toolswap.spec.__file__).with_name("SPEC.md")
@@ -78,10 +78,20 @@ def test_a_document_without_one_ordered_marker_pair_is_refused(document: str) ->
 
 def test_every_machine_is_drawn_as_a_mermaid_state_diagram() -> None:
     text = diagrams.generate()
-    assert text.count("```mermaid\nstateDiagram-v2") == 2 + len(actors.MACHINES)
+    # the lease, the owner, each actor and the compaction actor
+    assert text.count("```mermaid\nstateDiagram-v2") == 3 + len(actors.MACHINES)
     for m in actors.MACHINES:
         for (s, e), t in m.table.items():
             assert f"{s.name} --> {t.name}: " in text and e.value in text
+
+
+def test_the_compaction_steps_are_drawn_from_their_table() -> None:
+    """Every (pc, step) of COMPACTION_TRANSITIONS is an arrow; each mistake is a row."""
+    text = diagrams.generate()
+    for (s, step), t in compaction.COMPACTION_TRANSITIONS.items():
+        assert f"{s.name} --> {t.name}: " in text and step.value in text
+    for mistake, check in compaction.MISTAKE_BREAKS.items():
+        assert f"| {mistake.value} | {check.value} |" in text
 
 
 def test_a_state_with_no_way_out_is_drawn_final() -> None:

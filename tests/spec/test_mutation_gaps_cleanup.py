@@ -65,3 +65,25 @@ def test_complete_is_a_file_whose_writer_let_go() -> None:
 @pytest.mark.parametrize(("a", "b"), [(False, False), (False, True), (True, False), (True, True)])
 def test_implies_is_false_only_when_a_holds_and_b_does_not(a: bool, b: bool) -> None:
     assert cleanup.implies(a, b) is (not a or b)
+
+
+def test_a_hard_linked_orphan_is_denied_not_planned() -> None:
+    """An old orphan with a second name may hold someone else's bytes: DENIED, never deleted."""
+    policy = cleanup.Policy(orphan_ttl_seconds=100)
+    assert cleanup.classify(OURS, [], policy, NOW) is cleanup.PlanStatus.PLANNED_DELETE
+    linked = OURS._replace(linked=True)
+    assert cleanup.classify(linked, [], policy, NOW) is cleanup.PlanStatus.DENIED
+
+
+def test_an_entry_with_neither_file_nor_claim_is_skipped_not_the_end_of_the_plan() -> None:
+    """Such an entry sorts first (no file); the files after it are still classified."""
+    policy = cleanup.Policy(orphan_ttl_seconds=100)
+    entries = [
+        ("tool_result_002.txt", OURS, ()),
+        ("tool_result_001.txt", None, ()),
+        ("tool_result_003.txt", None, (Claim(digest=7, retain_until=NOW + 1),)),
+    ]
+    assert cleanup.plan(entries, policy, NOW) == (
+        ("tool_result_002.txt", cleanup.PlanStatus.PLANNED_DELETE),
+        ("tool_result_003.txt", cleanup.PlanStatus.MISSING_REFERENCED),
+    )

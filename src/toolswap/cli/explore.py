@@ -19,6 +19,10 @@ the model unchanged (symmetry reduction); the verdict and the shortest trace
 are those of the full model.  ``--no-symmetry`` explores every state.
 On a terminal, live progress (states, depth, rate) is shown on stderr.
 
+``--compaction`` explores the journal-compaction model instead (its own
+invariants C1-C4, spec/SPEC.md); ``--compaction-mistake NAME`` switches one
+of its mistakes on (exit 1 when its expected violation is found, 3 when not).
+
 ``--write-spec-diagrams PATH`` regenerates the diagrams and tables between the
 BEGIN/END markers of SPEC.md from the transition tables, and explores nothing.
 """
@@ -56,6 +60,7 @@ diagrams = _spec("diagrams")
 explorer = _spec("explorer")
 variants = _spec("variants")
 catalogue = _spec("catalogue")
+compaction = _spec("compaction")
 SpecError: type[Exception] = _spec("errors").SpecError
 Bounds = _spec("system").Bounds
 Model = _spec("system").Model
@@ -115,13 +120,34 @@ def register(subparsers: Any) -> None:
         default=None,
         help="with --variant: also write its trace as one offline HTML page (as toolswap report)",
     )
+    parser.add_argument(
+        "--compaction",
+        action="store_true",
+        help="explore the journal-compaction model (C1-C4) instead of the protocol",
+    )
+    parser.add_argument(
+        "--compaction-mistake",
+        metavar="NAME",
+        default=None,
+        choices=sorted(_mistake_names()),
+        help="with --compaction: switch one mistake on ("
+        + ", ".join(sorted(_mistake_names()))
+        + ")",
+    )
     add_json_argument(parser)
     parser.set_defaults(handler=explore)
+
+
+def _mistake_names() -> dict[str, Any]:
+    names: dict[str, Any] = compaction.mistake_names()
+    return names
 
 
 def explore(args: argparse.Namespace) -> int:
     if args.write_spec_diagrams is not None:
         return write_spec_diagrams(args.write_spec_diagrams)
+    if args.compaction or args.compaction_mistake is not None:
+        return explore_compaction(args)
     if args.list:
         return _list(args.json)
     try:
@@ -202,6 +228,67 @@ def _print(as_json: bool, report: Any, variant: Any, code: int, bounds: Any) -> 
             f"NOT CAUGHT: expected a violation of {short}, found {', '.join(found)} "
             "(exit 3: the model no longer exhibits this mistake under these bounds)\n"
         )
+
+
+def explore_compaction(args: argparse.Namespace) -> int:
+    """The compaction model with its default bounds, or with one mistake switched on."""
+    if args.variant is not None or args.bounds or args.html is not None:
+        raise UsageError("--compaction takes none of --variant, --bounds, --html")
+    mistake = _mistake_names()[args.compaction_mistake] if args.compaction_mistake else None
+    mistakes = frozenset({mistake}) if mistake is not None else frozenset()
+    started = time.perf_counter()
+    report = compaction.explore(compaction.Model(mistakes=mistakes))
+    seconds = time.perf_counter() - started
+    v = report.violation
+    expected = compaction.MISTAKE_BREAKS[mistake] if mistake is not None else None
+    if expected is None:
+        code = EXIT_OK if v is None else EXIT_VIOLATION
+    else:
+        code = EXIT_VIOLATION if v is not None and expected in v.checks else EXIT_NOT_CAUGHT
+    wanted = expected.value if expected is not None else ""
+    if args.json:
+        print_json(
+            {
+                "model": "compaction",
+                "mistake": mistake.value if mistake is not None else None,
+                "expected": wanted or None,
+                "states": report.states,
+                "transitions": report.transitions,
+                "depth": report.depth,
+                "seconds": round(seconds, 3),
+                "violation": None
+                if v is None
+                else {
+                    "checks": [c.value for c in v.checks],
+                    "reasons": list(v.reasons),
+                    "trace": [s.describe() for s in v.trace],
+                },
+                "exit_status": code,
+            }
+        )
+        return code
+    out = sys.stdout
+    if mistake is not None:
+        out.write(f"compaction mistake: {mistake.value}\nexpected: a violation of {wanted}\n")
+    out.write(
+        f"compaction model: {report.states:,} states, {report.transitions:,} transitions, "
+        f"depth {report.depth}, {seconds:.1f} s\n"
+    )
+    if v is None:
+        out.write("no violation: C1-C4 hold in every reachable state\n")
+        if mistake is not None:
+            out.write(f"NOT CAUGHT: expected a violation of {wanted} (exit 3)\n")
+        return code
+    out.write(f"violation: {', '.join(c.value for c in v.checks)}\n")
+    for reason in v.reasons:
+        out.write(f"  because {reason}\n")
+    out.write(f"shortest trace ({len(v.trace)} steps):\n")
+    for i, label in enumerate(v.trace, 1):
+        out.write(f"  {i}. {label.describe()}\n")
+    if mistake is not None:
+        verdict = "found" if code == EXIT_VIOLATION else "NOT found (exit 3)"
+        out.write(f"expected violation of {wanted} {verdict}.\n")
+    return code
 
 
 def _list(as_json: bool) -> int:
