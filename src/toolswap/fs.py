@@ -63,6 +63,7 @@ __all__ = [
     "check_failpoint_environment",
     "hard_link_message",
     "locked",
+    "read_fully",
 ]
 
 
@@ -425,6 +426,19 @@ class _Failpoint:
                 )
             cls._loaded = (cls(spec, mode) if spec else None,)
         return cls._loaded[0]
+
+
+def read_fully(fs: FileSystem, handle: int, size: int, chunk: int = 1 << 20) -> bytes:
+    """Up to ``size`` bytes from offset 0, ``chunk`` at a time; fewer if the file is shorter."""
+    pieces: list[bytes] = []
+    position = 0
+    while position < size:
+        piece = fs.pread(handle, min(chunk, size - position), position)
+        if not piece:
+            break
+        pieces.append(piece)
+        position += len(piece)
+    return b"".join(pieces)
 
 
 def hard_link_message(links: int) -> str:

@@ -95,7 +95,13 @@ from toolswap.spec.lease import LeaseState
 
 from .domain import ArtifactRetentionClaim, artifact_number, parse_source_id
 from .errors import EnvironmentFailure, JournalCorruptError, UsageError
-from .fs import FileSystem, HardLinkedFileError, NotRegularFileError, hard_link_message
+from .fs import (
+    FileSystem,
+    HardLinkedFileError,
+    NotRegularFileError,
+    hard_link_message,
+    read_fully,
+)
 from .journal_format import (
     FORMAT_VERSION,
     GENESIS_SHA256,
@@ -295,7 +301,7 @@ def read_checkpoints(
         facts = fs.fstat(handle)
         if facts.nlink > 1:
             raise _bad_checkpoint(1, hard_link_message(facts.nlink))
-        data = _read_all(fs, handle, facts.size)
+        data = read_fully(fs, handle, facts.size)
     except OSError as exc:
         raise EnvironmentFailure(f"cannot read the checkpoint log: {exc.strerror}") from exc
     finally:
@@ -529,7 +535,7 @@ def read_settled(paths: SessionPaths, fs: FileSystem, checkpoint: Checkpoint) ->
         facts = fs.fstat(handle)
         if facts.nlink > 1:
             raise _bad_settled(k, hard_link_message(facts.nlink))
-        data = _read_all(fs, handle, facts.size)
+        data = read_fully(fs, handle, facts.size)
     except OSError as exc:
         raise EnvironmentFailure(f"cannot read the settled index: {exc.strerror}") from exc
     finally:
@@ -578,7 +584,7 @@ def _read_snapshot(paths: SessionPaths, fs: FileSystem, checkpoint: Checkpoint) 
         facts = fs.fstat(handle)
         if facts.nlink > 1:
             raise _bad_snapshot(checkpoint.index, hard_link_message(facts.nlink))
-        return _read_all(fs, handle, facts.size)
+        return read_fully(fs, handle, facts.size)
     except OSError as exc:
         raise EnvironmentFailure(f"cannot read the journal snapshot: {exc.strerror}") from exc
     finally:
@@ -676,18 +682,6 @@ def _wrap(call: Callable[..., None], *args: str) -> None:
         raise EnvironmentFailure(
             f"cannot finish a journal compaction: {exc.strerror or type(exc).__name__}"
         ) from exc
-
-
-def _read_all(fs: FileSystem, handle: int, size: int) -> bytes:
-    pieces: list[bytes] = []
-    position = 0
-    while position < size:
-        piece = fs.pread(handle, min(_CHUNK, size - position), position)
-        if not piece:
-            break
-        pieces.append(piece)
-        position += len(piece)
-    return b"".join(pieces)
 
 
 def _file_sha256(fs: FileSystem, path: str) -> tuple[str, int]:
@@ -945,7 +939,7 @@ def verify_archive(paths: SessionPaths, fs: FileSystem, checkpoint: Checkpoint) 
         raise _bad_checkpoint(checkpoint.index, f"archive {checkpoint.index} is not that file")
     handle = fs.open_read(path)
     try:
-        data = _read_all(fs, handle, checkpoint.file_bytes)
+        data = read_fully(fs, handle, checkpoint.file_bytes)
     finally:
         fs.close(handle)
     sequence, head = checkpoint.base_records, checkpoint.base_sha256

@@ -40,7 +40,7 @@ import os
 import threading
 
 from .domain import is_artifact_filename
-from .fs import FileSystem
+from .fs import FileSystem, read_fully
 from .line_index import LineIndex
 from .session import SessionPaths
 
@@ -185,7 +185,7 @@ class VerifiedRecord:
                 or facts.size > MAX_RECORD_BYTES
             ):
                 return None
-            data = _read_all(fs, handle, facts.size)
+            data = read_fully(fs, handle, facts.size, chunk=facts.size or 1)
         except OSError:
             return None
         finally:
@@ -246,15 +246,3 @@ class VerifiedRecord:
             raise
         fs.close(handle)
         fs.rename(temporary, self.path)
-
-
-def _read_all(fs: FileSystem, handle: int, size: int) -> bytes:
-    pieces: list[bytes] = []
-    position = 0
-    while position < size:
-        piece = fs.pread(handle, size - position, position)
-        if not piece:
-            break
-        pieces.append(piece)
-        position += len(piece)
-    return b"".join(pieces)
